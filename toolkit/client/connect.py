@@ -1,0 +1,240 @@
+"""``connect()``: a client for the configured deployment, or for the embedded local server.
+
+Resolution order for every setting: argument, then environment variable, then preset, then the
+local server of the data folder (started in the background if none is running).
+
+Environment variables:
+    TOOLKIT_BASE_URL       training API root (paths /v1/preview/...); unset means the local server
+    TOOLKIT_API_KEY        key for all three services (the W&B preset falls back to WANDB_API_KEY)
+    TOOLKIT_INFERENCE_URL  chat-completion root, default <base>/v1
+    TOOLKIT_TRACE_URL      trace service root, default <base>/traces
+    TOOLKIT_PROJECT        team/project sent as the OpenAI-Project header on inference calls
+    TOOLKIT_PRESET         "wandb" for the hosted W&B services, "local" for the embedded server
+    TOOLKIT_DATA_DIR       local server data folder, default ~/.toolkit
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from .client import AsyncClient, Client
+
+DEFAULT_DATA_DIR = Path("~/.toolkit")
+START_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Preset:
+    base_url: str
+    inference_url: str
+    trace_url: str
+    key_env: str
+
+
+PRESETS = {
+    # W&B Training serves the training API and chat completions of trained models on one host
+    # (as ART uses it); W&B Weave records traces.
+    "wandb": Preset(
+        "https://api.training.wandb.ai",
+        "https://api.training.wandb.ai/v1",
+        "https://trace.wandb.ai",
+        "WANDB_API_KEY",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str
+    api_key: str | None
+    inference_url: str | None
+    trace_url: str | None
+    project: str | None
+
+
+def data_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    return Path(path or os.environ.get("TOOLKIT_DATA_DIR") or DEFAULT_DATA_DIR).expanduser().resolve()
+
+
+def resolve(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    *,
+    inference_url: str | None = None,
+    trace_url: str | None = None,
+    project: str | None = None,
+    preset: str | None = None,
+    data_dir_path: str | os.PathLike[str] | None = None,
+    start: bool = True,
+) -> Target:
+    env = os.environ
+    preset = preset or env.get("TOOLKIT_PRESET")
+    base_url = base_url or env.get("TOOLKIT_BASE_URL")
+    api_key = api_key or env.get("TOOLKIT_API_KEY")
+    inference_url = inference_url or env.get("TOOLKIT_INFERENCE_URL")
+    trace_url = trace_url or env.get("TOOLKIT_TRACE_URL")
+    project = project or env.get("TOOLKIT_PROJECT")
+    if preset and preset != "local":
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; known: local, {', '.join(PRESETS)}")
+        p = PRESETS[preset]
+        base_url = base_url or p.base_url
+        inference_url = inference_url or p.inference_url
+        trace_url = trace_url or p.trace_url
+        api_key = api_key or env.get(p.key_env)
+        if not api_key:
+            raise ValueError(f"preset {preset!r} needs an API key: set TOOLKIT_API_KEY or {p.key_env}")
+    if base_url is None:
+        url, local_key = local_server(data_dir(data_dir_path), start=start)
+        base_url, api_key = url, api_key or local_key
+    return Target(base_url, api_key, inference_url, trace_url, project)
+
+
+def connect(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    *,
+    inference_url: str | None = None,
+    trace_url: str | None = None,
+    project: str | None = None,
+    preset: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    start: bool = True,
+    timeout: float = 600.0,
+    max_retries: int = 2,
+) -> Client:
+    """A :class:`Client`; with no configuration, for the local server (started if needed)."""
+    t = resolve(
+        base_url,
+        api_key,
+        inference_url=inference_url,
+        trace_url=trace_url,
+        project=project,
+        preset=preset,
+        data_dir_path=data_dir,
+        start=start,
+    )
+    return Client(
+        t.base_url,
+        t.api_key,
+        inference_url=t.inference_url,
+        trace_url=t.trace_url,
+        project=t.project,
+        timeout=timeout,
+        max_retries=max_retries,
+    )
+
+
+def connect_async(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    *,
+    inference_url: str | None = None,
+    trace_url: str | None = None,
+    project: str | None = None,
+    preset: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    start: bool = True,
+    timeout: float = 600.0,
+    max_retries: int = 2,
+) -> AsyncClient:
+    """An :class:`AsyncClient`, resolved exactly like :func:`connect`."""
+    t = resolve(
+        base_url,
+        api_key,
+        inference_url=inference_url,
+        trace_url=trace_url,
+        project=project,
+        preset=preset,
+        data_dir_path=data_dir,
+        start=start,
+    )
+    return AsyncClient(
+        t.base_url,
+        t.api_key,
+        inference_url=t.inference_url,
+        trace_url=t.trace_url,
+        project=t.project,
+        timeout=timeout,
+        max_retries=max_retries,
+    )
+
+
+# ----------------------------------------------------------------------------- local server
+
+
+def _healthy(url: str, key: str | None) -> bool:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        return httpx.get(f"{url}/v1/health", headers=headers, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _announced(folder: Path) -> tuple[str, int] | None:
+    try:
+        info = json.loads((folder / "server.json").read_text())
+        return str(info["url"]), int(info["pid"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+def _key(folder: Path) -> str | None:
+    with contextlib.suppress(FileNotFoundError):
+        return (folder / "local.key").read_text().strip() or None
+    return None
+
+
+def running_server(folder: Path) -> str | None:
+    """The URL of a healthy server announced in ``folder``, if any."""
+    announced = _announced(folder)
+    if announced and _healthy(announced[0], _key(folder)):
+        return announced[0]
+    return None
+
+
+def local_server(
+    folder: Path, *, start: bool = True, timeout: float = START_TIMEOUT
+) -> tuple[str, str | None]:
+    """URL and key of the local server of ``folder``, starting one in the background if none runs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        url = running_server(folder)
+        if url is None:
+            if not start:
+                raise ConnectionError(f"no toolkit server is running for {folder}")
+            url = _start(folder, timeout)
+    return url, _key(folder)
+
+
+def _start(folder: Path, timeout: float) -> str:
+    log_path = folder / "server.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the toolkit server exited with code {proc.returncode}; see {log_path}")
+        announced = _announced(folder)
+        if announced and announced[1] == proc.pid and _healthy(announced[0], _key(folder)):
+            return announced[0]
+        time.sleep(0.1)
+    proc.kill()
+    raise TimeoutError(f"the toolkit server did not become healthy in {timeout:.0f} s; see {log_path}")

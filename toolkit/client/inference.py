@@ -1,0 +1,123 @@
+"""Chat completion resource (``client.chat.completions``) over the vLLM/OpenAI wire format."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Literal, overload
+
+from ..types.chat import ChatCompletion, ChatCompletionChunk, ModelCardList
+from ._transport import AsyncTransport, Op, SyncTransport
+
+
+def op_chat(
+    messages: Sequence[Mapping[str, Any]], model: str | None, params: dict[str, Any], stream: bool
+) -> Op[Any]:
+    body = {
+        "messages": [dict(m) for m in messages],
+        "model": model,
+        **{k: v for k, v in params.items() if v is not None},
+    }
+    if stream:
+        body["stream"] = True
+        return Op(
+            "POST",
+            "/chat/completions",
+            ChatCompletionChunk.model_validate,
+            service="inference",
+            json=body,
+            stream="sse",
+        )
+    return Op("POST", "/chat/completions", ChatCompletion.model_validate, service="inference", json=body)
+
+
+def op_served_models() -> Op[ModelCardList]:
+    return Op("GET", "/models", ModelCardList.model_validate, service="inference")
+
+
+class Completions:
+    def __init__(self, t: SyncTransport) -> None:
+        self._t = t
+
+    @overload
+    def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = ...,
+        stream: Literal[False] = ...,
+        **params: Any,
+    ) -> ChatCompletion: ...
+
+    @overload
+    def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = ...,
+        stream: Literal[True],
+        **params: Any,
+    ) -> Iterator[ChatCompletionChunk]: ...
+
+    def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        stream: bool = False,
+        **params: Any,
+    ) -> ChatCompletion | Iterator[ChatCompletionChunk]:
+        """Create a chat completion; with ``stream=True`` an iterator of typed chunks.
+
+        Every request field of the vLLM chat API is a keyword (``temperature``, ``logprobs``,
+        ``return_token_ids``, ``structured_outputs``, ...).
+        """
+        op = op_chat(messages, model, params, stream)
+        return self._t.stream(op) if stream else self._t.run(op)
+
+
+class Chat:
+    def __init__(self, t: SyncTransport) -> None:
+        self.completions = Completions(t)
+
+
+class AsyncCompletions:
+    def __init__(self, t: AsyncTransport) -> None:
+        self._t = t
+
+    @overload
+    async def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = ...,
+        stream: Literal[False] = ...,
+        **params: Any,
+    ) -> ChatCompletion: ...
+
+    @overload
+    async def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = ...,
+        stream: Literal[True],
+        **params: Any,
+    ) -> AsyncIterator[ChatCompletionChunk]: ...
+
+    async def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        stream: bool = False,
+        **params: Any,
+    ) -> ChatCompletion | AsyncIterator[ChatCompletionChunk]:
+        op = op_chat(messages, model, params, stream)
+        if stream:
+            return self._t.stream(op)
+        return await self._t.run(op)
+
+
+class AsyncChat:
+    def __init__(self, t: AsyncTransport) -> None:
+        self.completions = AsyncCompletions(t)

@@ -1,0 +1,116 @@
+"""The embedded server: one FastAPI app serving the training API, chat completion and trace service."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from .. import __version__
+from .engine.model import BaseModelSpec, ensure_builtin, from_folder
+from .errors import install_handlers
+from .jobs import JobQueue
+from .limits import BodySizeLimit
+from .routes import artifacts, models, service
+from .settings import Settings
+from .state import Services
+from .store.artifacts import Artifacts
+from .store.db import Database
+from .store.logs import TrajectoryLogs
+from .store.migrations import MIGRATIONS
+from .store.models import Models
+from .store.users import Users
+
+log = logging.getLogger("toolkit.server")
+LOCAL_USER = "local"
+
+
+def open_services(settings: Settings) -> Services:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.db_path, MIGRATIONS)
+    users = Users(db)
+    models_store = Models(db)
+    base: BaseModelSpec = (
+        from_folder(settings.base_model) if settings.base_model else ensure_builtin(settings.data_dir)
+    )
+    svc = Services(
+        settings=settings,
+        db=db,
+        users=users,
+        models=models_store,
+        logs=TrajectoryLogs(db, models_store),
+        artifacts=Artifacts(db, settings.data_dir / "artifacts"),
+        jobs=JobQueue(),
+        base_models={base.name: base},
+    )
+    ensure_local_key(svc)
+    return svc
+
+
+def ensure_local_key(svc: Services) -> str:
+    """The local user's key: ``--api-key`` if given, else the one in the key file, else a new one."""
+    settings = svc.settings
+    user = svc.users.get_or_create(LOCAL_USER)
+    key = settings.api_key
+    if key is None and settings.key_file.exists():
+        key = settings.key_file.read_text().strip() or None
+    key = svc.users.create_key(user, key)
+    if not settings.key_file.exists() or settings.key_file.read_text().strip() != key:
+        fd = os.open(settings.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key + "\n")
+    return key
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        svc = open_services(settings)
+        app.state.services = svc
+        try:
+            yield
+        finally:
+            svc.jobs.stop()
+            svc.db.close()
+
+    app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
+    install_handlers(app)
+    for module in (service, models, artifacts):
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def serve(settings: Settings) -> None:
+    """Bind (port 0 picks a free port), announce the URL in ``server.json``, serve until stopped."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    port = sock.getsockname()[1]
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{port}"
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_keep_alive=30)
+    server = uvicorn.Server(config)
+    announce(settings.server_file, {"url": url, "pid": os.getpid(), "port": port, "version": __version__})
+    log.warning("toolkit server listening on %s (data: %s)", url, settings.data_dir)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        with suppress(FileNotFoundError):
+            current = json.loads(settings.server_file.read_text())
+            if current.get("pid") == os.getpid():
+                settings.server_file.unlink()
+
+
+def announce(path: Path, info: dict[str, object]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    tmp.replace(path)

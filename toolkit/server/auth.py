@@ -1,0 +1,39 @@
+"""Authentication: ``Authorization: Bearer <key>`` everywhere, Basic ``api:<key>`` too (Weave's form)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from fastapi import Depends, Request
+
+from .errors import Unauthorized
+from .state import Services, services
+from .store.users import User
+
+
+def key_from_header(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    scheme = scheme.lower()
+    if scheme == "bearer":
+        return value.strip() or None
+    if scheme == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        _, _, key = decoded.partition(":")
+        return key or None
+    return None
+
+
+def current_user(request: Request, svc: Services = Depends(services)) -> User:
+    key = key_from_header(request.headers.get("authorization")) or request.headers.get("wandb-api-key")
+    if key is None:
+        raise Unauthorized("Not authenticated")
+    user = svc.users.authenticate(key)
+    if user is None:
+        raise Unauthorized("Invalid API key")
+    return user

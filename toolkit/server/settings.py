@@ -1,0 +1,36 @@
+"""Server settings: where the data lives, who may connect, which base model is served."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 8321
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Settings:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_key: str | None = None
+    base_model: Path | None = None
+    trust_request_chat_template: bool = False
+    priority_scheduling: bool = False
+    max_body_bytes: int = MAX_BODY_BYTES
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "toolkit.db"
+
+    @property
+    def key_file(self) -> Path:
+        """The local user's key in clear, readable by its owner only, for ``tk.connect()``."""
+        return self.data_dir / "local.key"
+
+    @property
+    def server_file(self) -> Path:
+        """Where a running server announces its URL and pid."""
+        return self.data_dir / "server.json"

@@ -1,0 +1,74 @@
+"""Schema of the training API's store (``toolkit.db``). Append new migrations; never edit old ones."""
+
+MIGRATIONS: list[str] = [
+    # 1: users, keys, models, checkpoints, logged trajectories, artifacts
+    """
+    CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE api_keys (
+        key_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        prefix TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE models (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        entity TEXT NOT NULL,
+        project TEXT NOT NULL,
+        name TEXT NOT NULL,
+        base_model TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (user_id, entity, project, name)
+    );
+    CREATE TABLE checkpoints (
+        id TEXT PRIMARY KEY,
+        model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        metrics TEXT NOT NULL DEFAULT '{}',
+        path TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (model_id, step)
+    );
+    CREATE TABLE log_groups (
+        id INTEGER PRIMARY KEY,
+        model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        split TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        num_trajectories INTEGER NOT NULL,
+        num_exceptions INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX log_groups_by_step ON log_groups (model_id, split, step);
+    CREATE TABLE trajectories (
+        id INTEGER PRIMARY KEY,
+        group_id INTEGER NOT NULL REFERENCES log_groups(id) ON DELETE CASCADE,
+        model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        split TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        reward REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX trajectories_by_step ON trajectories (model_id, split, step);
+    CREATE INDEX trajectories_by_group ON trajectories (group_id);
+    CREATE TABLE artifacts (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        entity TEXT NOT NULL,
+        project TEXT NOT NULL,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        files TEXT NOT NULL,
+        num_records INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        model_id TEXT REFERENCES models(id) ON DELETE CASCADE,
+        created_at TEXT NOT NULL,
+        UNIQUE (user_id, entity, project, name, version)
+    );
+    """,
+]

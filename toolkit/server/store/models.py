@@ -1,0 +1,216 @@
+"""Models and their checkpoints, scoped to the user who owns them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ...types.training import Checkpoint, DeleteCheckpointsResponse, Model, ModelCreate
+from ..errors import Conflict, NotFound, Unprocessable
+from .common import new_id, now_iso
+from .db import Database
+from .users import User
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    id: str
+    model_id: str
+    step: int
+    path: str | None
+
+
+def _model(row: sqlite3.Row) -> Model:
+    return Model(
+        id=row["id"],
+        entity=row["entity"],
+        project=row["project"],
+        name=row["name"],
+        base_model=row["base_model"],
+        run_id=row["run_id"],
+        created_at=row["created_at"],
+        latest_step=row["latest_step"],
+    )
+
+
+def _checkpoint(row: sqlite3.Row) -> Checkpoint:
+    return Checkpoint(
+        id=row["id"], step=row["step"], metrics=json.loads(row["metrics"]), created_at=row["created_at"]
+    )
+
+
+_MODEL_COLUMNS = "m.*, (SELECT MAX(step) FROM checkpoints c WHERE c.model_id = m.id) AS latest_step"
+
+
+class Models:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ models
+
+    def create(self, user: User, req: ModelCreate) -> tuple[Model, bool]:
+        """Create a model with its step-0 checkpoint; returns (model, created)."""
+        entity = req.entity or user.name
+        with self.db.write() as conn:
+            row = conn.execute(
+                f"SELECT {_MODEL_COLUMNS} FROM models m"
+                " WHERE user_id=? AND entity=? AND project=? AND name=?",
+                (user.id, entity, req.project, req.name),
+            ).fetchone()
+            if row is not None:
+                if not req.return_existing:
+                    raise Conflict(f"Model {entity}/{req.project}/{req.name} already exists")
+                if row["base_model"] != req.base_model:
+                    raise Conflict(
+                        f"Model {entity}/{req.project}/{req.name} exists with base model {row['base_model']}"
+                    )
+                return _model(row), False
+            model_id, now = new_id(), now_iso()
+            conn.execute(
+                "INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    model_id,
+                    user.id,
+                    entity,
+                    req.project,
+                    req.name,
+                    req.base_model,
+                    new_id().replace("-", "")[:8],
+                    now,
+                ),
+            )
+            conn.execute("INSERT INTO checkpoints VALUES (?, ?, 0, '{}', NULL, ?)", (new_id(), model_id, now))
+            return self.get(user, model_id), True
+
+    def get(self, user: User, model_id: str) -> Model:
+        row = self.db.conn.execute(
+            f"SELECT {_MODEL_COLUMNS} FROM models m WHERE id = ? AND user_id = ?", (model_id, user.id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"Model {model_id} not found")
+        return _model(row)
+
+    def find(self, user: User, *, entity: str | None, project: str | None, name: str) -> Model | None:
+        """A model by name (entity and project narrow the search when given)."""
+        sql = f"SELECT {_MODEL_COLUMNS} FROM models m WHERE user_id = ? AND name = ?"
+        args: list[str] = [user.id, name]
+        for column, value in (("entity", entity), ("project", project)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value)
+        row = self.db.conn.execute(sql + " ORDER BY created_at DESC LIMIT 1", args).fetchone()
+        return _model(row) if row else None
+
+    def all(self, user: User) -> list[Model]:
+        rows = self.db.conn.execute(
+            f"SELECT {_MODEL_COLUMNS} FROM models m WHERE user_id = ? ORDER BY created_at", (user.id,)
+        ).fetchall()
+        return [_model(r) for r in rows]
+
+    def delete(self, user: User, model_id: str) -> tuple[int, int, int, list[str]]:
+        """Delete a model and everything it owns.
+
+        Returns (checkpoints, artifacts, trajectories, folders to remove) counted before the cascade.
+        """
+        self.get(user, model_id)
+        with self.db.write() as conn:
+            counts = [
+                conn.execute(f"SELECT COUNT(*) FROM {table} WHERE model_id = ?", (model_id,)).fetchone()[0]
+                for table in ("checkpoints", "artifacts", "trajectories")
+            ]
+            paths = [
+                r[0]
+                for table in ("checkpoints", "artifacts")
+                for r in conn.execute(
+                    f"SELECT path FROM {table} WHERE model_id = ? AND path IS NOT NULL", (model_id,)
+                )
+            ]
+            conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
+        return counts[0], counts[1], counts[2], paths
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_page(
+        self, user: User, model_id: str, *, after: str | None, limit: int, order: Literal["asc", "desc"]
+    ) -> tuple[list[Checkpoint], bool]:
+        self.get(user, model_id)
+        sql = "SELECT * FROM checkpoints WHERE model_id = ?"
+        args: list[object] = [model_id]
+        if after is not None:
+            cursor = self.db.conn.execute(
+                "SELECT step FROM checkpoints WHERE id = ? AND model_id = ?", (after, model_id)
+            ).fetchone()
+            if cursor is None:
+                raise Unprocessable(["query", "after"], f"No checkpoint with id {after!r} in this model")
+            sql += " AND step > ?" if order == "asc" else " AND step < ?"
+            args.append(cursor["step"])
+        sql += f" ORDER BY step {'ASC' if order == 'asc' else 'DESC'} LIMIT ?"
+        args.append(limit + 1)
+        rows = self.db.conn.execute(sql, args).fetchall()
+        return [_checkpoint(r) for r in rows[:limit]], len(rows) > limit
+
+    def latest_checkpoint(self, model_id: str) -> CheckpointRow:
+        row = self.db.conn.execute(
+            "SELECT id, model_id, step, path FROM checkpoints WHERE model_id = ? ORDER BY step DESC LIMIT 1",
+            (model_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"Model {model_id} has no checkpoint")
+        return CheckpointRow(row["id"], row["model_id"], row["step"], row["path"])
+
+    def checkpoint_at(self, model_id: str, step: int) -> CheckpointRow | None:
+        row = self.db.conn.execute(
+            "SELECT id, model_id, step, path FROM checkpoints WHERE model_id = ? AND step = ?",
+            (model_id, step),
+        ).fetchone()
+        return CheckpointRow(row["id"], row["model_id"], row["step"], row["path"]) if row else None
+
+    def current_step(self, model_id: str) -> int:
+        row = self.db.conn.execute(
+            "SELECT MAX(step) FROM checkpoints WHERE model_id = ?", (model_id,)
+        ).fetchone()
+        return int(row[0] or 0)
+
+    def add_checkpoint(self, model_id: str, step: int, path: str | None, metrics: dict[str, float]) -> str:
+        checkpoint_id = new_id()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+                (checkpoint_id, model_id, step, json.dumps(metrics), path, now_iso()),
+            )
+        return checkpoint_id
+
+    def merge_metrics(self, conn: sqlite3.Connection, checkpoint_id: str, metrics: dict[str, float]) -> None:
+        row = conn.execute("SELECT metrics FROM checkpoints WHERE id = ?", (checkpoint_id,)).fetchone()
+        merged = {**json.loads(row["metrics"]), **metrics}
+        conn.execute("UPDATE checkpoints SET metrics = ? WHERE id = ?", (json.dumps(merged), checkpoint_id))
+
+    def delete_checkpoints(
+        self, user: User, model_id: str, steps: Sequence[int]
+    ) -> tuple[DeleteCheckpointsResponse, list[str]]:
+        """Delete the given steps; returns the response and the weight folders to remove."""
+        self.get(user, model_id)
+        wanted = sorted(set(steps))
+        with self.db.write() as conn:
+            marks = ",".join("?" * len(wanted))
+            rows = (
+                conn.execute(
+                    f"SELECT step, path FROM checkpoints WHERE model_id = ? AND step IN ({marks})",
+                    (model_id, *wanted),
+                ).fetchall()
+                if wanted
+                else []
+            )
+            found = {r["step"] for r in rows}
+            if found:
+                conn.execute(
+                    f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(found))})",
+                    (model_id, *sorted(found)),
+                )
+        response = DeleteCheckpointsResponse(
+            deleted_count=len(found), not_found_steps=[s for s in wanted if s not in found]
+        )
+        return response, [r["path"] for r in rows if r["path"]]

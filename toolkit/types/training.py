@@ -1,0 +1,357 @@
+"""Wire models of the training API (spec: interface.md part 2 and 4, training-api.md).
+
+Both payload styles of ART are accepted: 0.5.18 sends every field explicitly, 0.5.23 omits
+defaults (a trajectory without ``reward`` has reward 0.0) and sends explicit nulls in
+``experimental_config`` that mean "use the default"; choices carry extra keys such as
+``prompt_token_ids`` and ``token_ids``, which are kept.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag
+
+from .common import ListEnvelope, StrictModel, WireModel
+
+Scalar = float | int | str | bool | None
+Number = float | int
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class ModelCreate(WireModel):
+    """Body of ``POST /v1/preview/models`` (what ART sends)."""
+
+    entity: str | None = None
+    project: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    base_model: Annotated[str, Field(min_length=1)]
+    return_existing: bool = False
+
+
+class Model(WireModel):
+    """A trainable model (``ModelResponse``)."""
+
+    id: str
+    entity: str
+    project: str
+    name: str
+    base_model: str
+    run_id: str | None = None
+    created_at: datetime | None = None
+    latest_step: int | None = None
+
+
+class DeleteModelResponse(WireModel):
+    model_id: str
+    deleted_checkpoints: int
+    deleted_run: bool
+    deleted_artifacts: int = 0
+    deleted_trajectories: int = 0
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+class Checkpoint(WireModel):
+    id: str
+    step: int
+    metrics: dict[str, Number] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+CheckpointList = ListEnvelope[Checkpoint]
+
+
+class DeleteCheckpointsRequest(WireModel):
+    steps: list[Annotated[int, Field(ge=0)]]
+
+
+class DeleteCheckpointsResponse(WireModel):
+    deleted_count: int
+    not_found_steps: list[int]
+
+
+# ----------------------------------------------------------------------------- trajectories
+
+
+class ToolCallFunction(WireModel):
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(WireModel):
+    id: str | None = None
+    type: str = "function"
+    function: ToolCallFunction
+
+
+class ChatMessage(WireModel):
+    """A prompt/context message of a trajectory (developer, system, user, assistant, tool, ...)."""
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class ChoiceMessage(WireModel):
+    role: str = "assistant"
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+
+class TopLogprob(WireModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(WireModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class ChoiceLogprobs(WireModel):
+    content: list[TokenLogprob] | None = None
+    refusal: list[TokenLogprob] | None = None
+
+
+class Choice(WireModel):
+    """A model output inside a trajectory: the trainable assistant turn.
+
+    Extra keys (``prompt_token_ids``, ``token_ids``, ...) ride along and are kept.
+    """
+
+    index: int = 0
+    message: ChoiceMessage
+    finish_reason: str | None = None
+    logprobs: ChoiceLogprobs | None = None
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
+
+
+def _message_or_choice(value: Any) -> str:
+    if isinstance(value, Choice) or (isinstance(value, dict) and "message" in value):
+        return "choice"
+    return "message"
+
+
+MessageOrChoice = Annotated[
+    Annotated[ChatMessage, Tag("message")] | Annotated[Choice, Tag("choice")],
+    Discriminator(_message_or_choice),
+]
+
+
+class ToolFunction(WireModel):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(WireModel):
+    type: str = "function"
+    function: ToolFunction
+
+
+class History(WireModel):
+    messages_and_choices: list[MessageOrChoice] = Field(default_factory=list)
+    tools: list[Tool] | None = None
+
+
+class PydanticException(WireModel):
+    type: str
+    message: str
+    traceback: str = ""
+
+
+class Trajectory(WireModel):
+    messages_and_choices: list[MessageOrChoice] = Field(default_factory=list)
+    reward: float = 0.0
+    tools: list[Tool] | None = None
+    additional_histories: list[History] = Field(default_factory=list)
+    initial_policy_version: int | None = None
+    final_policy_version: int | None = None
+    metrics: dict[str, Number | bool] = Field(default_factory=dict)
+    auto_metrics: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Scalar] = Field(default_factory=dict)
+    logs: list[str] = Field(default_factory=list)
+    start_time: datetime | None = None
+
+    def choices(self) -> list[Choice]:
+        return [m for m in self.messages_and_choices if isinstance(m, Choice)]
+
+
+class TrajectoryGroup(WireModel):
+    trajectories: list[Trajectory]
+    exceptions: list[PydanticException] = Field(default_factory=list)
+    metadata: dict[str, Scalar] = Field(default_factory=dict)
+    metrics: dict[str, Number | bool] = Field(default_factory=dict)
+    logs: list[str] = Field(default_factory=list)
+
+
+class LogRequest(WireModel):
+    """Body of ``POST /v1/preview/models/{id}/log`` (ART also sends ``model_id``, ignored)."""
+
+    split: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    trajectory_groups: list[TrajectoryGroup]
+
+
+class LogResponse(WireModel):
+    """What ``/log`` stored and the metrics it computed (the spec leaves the body open)."""
+
+    model_id: str
+    split: str
+    step: int
+    checkpoint_id: str
+    num_groups: int
+    num_trajectories: int
+    metrics: dict[str, float]
+
+
+# ----------------------------------------------------------------------------- training jobs
+
+
+class ExperimentalTrainingConfig(StrictModel):
+    """The experimental RL config: every key optional; an explicit null means "use the default".
+
+    The model-family key ``<model>_k2_tau`` of interface.md is ``kimi_k2_tau`` on the wire.
+    Unknown keys are a 422.
+    """
+
+    advantage_balance: float | None = None
+    allow_training_without_logprobs: bool | None = None
+    epsilon: float | None = None
+    epsilon_high: float | None = None
+    importance_sampling_level: Literal["token", "sequence", "average", "geometric_average"] | None = None
+    kimi_k2_tau: float | None = None
+    kl_penalty_coef: float | None = None
+    kl_penalty_reference_step: int | None = None
+    kl_penalty_source: Literal["sample", "current_learner"] | None = None
+    kl_penalty_step_lag: int | None = None
+    kl_ref_adapter_path: str | None = None
+    learning_rate: Annotated[float, Field(gt=0)] | None = None
+    logprob_calculation_chunk_size: Annotated[int, Field(ge=1)] | None = None
+    loss_fn: Literal["cispo", "ppo"] | None = None
+    mask_prob_ratio: bool | None = None
+    max_negative_advantage_importance_sampling_weight: Annotated[float, Field(gt=0)] | None = None
+    normalize_advantages: bool | None = None
+    num_trajectories_learning_rate_multiplier_power: float | None = None
+    packed_sequence_length: Annotated[int, Field(ge=1)] | None = None
+    plot_tensors: bool | None = None
+    ppo: bool | None = None
+    precalculate_logprobs: bool | None = None
+    scale_learning_rate_by_reward_std_dev: bool | None = None
+    scale_rewards: bool | None = None
+    truncated_importance_sampling: Annotated[float, Field(gt=0)] | None = None
+
+
+class CreateRLTrainingJob(WireModel):
+    model_id: str
+    trajectory_groups: list[TrajectoryGroup]
+    experimental_config: ExperimentalTrainingConfig | None = None
+
+
+class MetricLogging(WireModel):
+    enabled: bool = False
+    target_training_step: int | None = None
+
+
+class SFTTrainingConfig(WireModel):
+    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
+    learning_rate: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] | None = None
+    assistant_turns: Literal["all", "last"] | None = None
+    metric_logging: MetricLogging | None = None
+
+
+class CreateSFTTrainingJob(WireModel):
+    model_id: str
+    training_data_url: Annotated[str, Field(min_length=1)]
+    config: SFTTrainingConfig | None = None
+    experimental_config: dict[str, Any] | None = None
+
+
+class TrainingJobCreated(WireModel):
+    id: str
+
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobKind = Literal["rl", "sft"]
+
+
+class TrainingJob(WireModel):
+    """A training job. The spec publishes only ``id``; the rest is this server's extension."""
+
+    id: str
+    model_id: str | None = None
+    kind: JobKind | None = None
+    status: JobStatus | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    base_step: int | None = None
+    result_step: int | None = None
+    checkpoint_id: str | None = None
+    num_sequences: int | None = None
+    error: str | None = None
+
+
+EventType = Literal["training_started", "gradient_step", "training_ended", "training_failed"]
+
+
+class TrainingJobEvent(WireModel):
+    id: str
+    type: EventType
+    data: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+TrainingJobEventList = ListEnvelope[TrainingJobEvent]
+
+
+# ----------------------------------------------------------------------------- artifacts
+
+
+class Artifact(WireModel):
+    """Uploaded SFT training data; ``url`` is what ``training_data_url`` takes."""
+
+    id: str
+    url: str
+    entity: str
+    project: str
+    name: str
+    version: int
+    files: list[str]
+    num_records: int
+    created_at: datetime | None = None
+
+
+# ----------------------------------------------------------------------------- service
+
+
+class Health(WireModel):
+    status: Literal["ok"] = "ok"
+    version: str | None = None
+
+
+class ComponentCheck(WireModel):
+    success: bool
+    duration_ms: float = 0.0
+    error: str | None = None
+
+
+class SystemCheck(WireModel):
+    api: bool
+    database: ComponentCheck
+    cpu_queue: ComponentCheck
+    gpu_queue: ComponentCheck
