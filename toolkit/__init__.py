@@ -7,6 +7,21 @@ environment or arguments.
 
 __version__ = "0.1.0"
 
+import importlib
+from types import ModuleType
+
+from . import _html
 from .client import AsyncClient, Client, connect, connect_async
 
-__all__ = ["AsyncClient", "Client", "__version__", "connect", "connect_async"]
+_html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
+_LAZY = ("widgets", "frames", "plots")
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``tk.widgets``, ``tk.frames`` and ``tk.plots`` load on first use (ipywidgets, pandas, plotly)."""
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+
+
+__all__ = ["AsyncClient", "Client", "__version__", "connect", "connect_async", "frames", "plots", "widgets"]

@@ -19,6 +19,7 @@ class Settings:
     trust_request_chat_template: bool = False
     priority_scheduling: bool = False
     max_body_bytes: int = MAX_BODY_BYTES
+    url: str | None = None  # set by ``serve`` once bound; announced in server.json when ready
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, FiniteFloat, Tag, model_validator
 
 from .common import ListEnvelope, StrictModel, WireModel
 
 Scalar = float | int | str | bool | None
 Number = float | int
+NamePart = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
 # ----------------------------------------------------------------------------- models
@@ -25,9 +26,9 @@ Number = float | int
 class ModelCreate(WireModel):
     """Body of ``POST /v1/preview/models`` (what ART sends)."""
 
-    entity: str | None = None
-    project: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
-    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    entity: NamePart | None = None
+    project: NamePart
+    name: NamePart
     base_model: Annotated[str, Field(min_length=1)]
     return_existing: bool = False
 
@@ -164,9 +165,21 @@ class Tool(WireModel):
     function: ToolFunction
 
 
+def as_message(item: ChatMessage | Choice) -> dict[str, Any]:
+    """A message or a choice as a chat message (a choice becomes an assistant message, content "" if null)."""
+    if isinstance(item, Choice):
+        message = item.message.model_dump(mode="json", exclude_none=True)
+        return {**message, "role": "assistant", "content": item.message.content or ""}
+    return item.model_dump(mode="json", exclude_none=True)
+
+
 class History(WireModel):
     messages_and_choices: list[MessageOrChoice] = Field(default_factory=list)
     tools: list[Tool] | None = None
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages of this history, choices turned into assistant messages (as ART does)."""
+        return [as_message(m) for m in self.messages_and_choices]
 
 
 class PydanticException(WireModel):
@@ -177,7 +190,7 @@ class PydanticException(WireModel):
 
 class Trajectory(WireModel):
     messages_and_choices: list[MessageOrChoice] = Field(default_factory=list)
-    reward: float = 0.0
+    reward: FiniteFloat = 0.0  # NaN and infinities are a 422: they would poison every mean
     tools: list[Tool] | None = None
     additional_histories: list[History] = Field(default_factory=list)
     initial_policy_version: int | None = None
@@ -190,6 +203,10 @@ class Trajectory(WireModel):
 
     def choices(self) -> list[Choice]:
         return [m for m in self.messages_and_choices if isinstance(m, Choice)]
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages of this trajectory, choices turned into assistant messages (as ART does)."""
+        return [as_message(m) for m in self.messages_and_choices]
 
 
 class TrajectoryGroup(WireModel):
@@ -236,9 +253,9 @@ class ExperimentalTrainingConfig(StrictModel):
     importance_sampling_level: Literal["token", "sequence", "average", "geometric_average"] | None = None
     kimi_k2_tau: float | None = None
     kl_penalty_coef: float | None = None
-    kl_penalty_reference_step: int | None = None
+    kl_penalty_reference_step: Annotated[int, Field(ge=0)] | None = None
     kl_penalty_source: Literal["sample", "current_learner"] | None = None
-    kl_penalty_step_lag: int | None = None
+    kl_penalty_step_lag: Annotated[int, Field(ge=1)] | None = None
     kl_ref_adapter_path: str | None = None
     learning_rate: Annotated[float, Field(gt=0)] | None = None
     logprob_calculation_chunk_size: Annotated[int, Field(ge=1)] | None = None
@@ -254,6 +271,12 @@ class ExperimentalTrainingConfig(StrictModel):
     scale_learning_rate_by_reward_std_dev: bool | None = None
     scale_rewards: bool | None = None
     truncated_importance_sampling: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kl_reference(self) -> ExperimentalTrainingConfig:
+        if self.kl_penalty_step_lag is not None and self.kl_penalty_reference_step is not None:
+            raise ValueError("give kl_penalty_step_lag or kl_penalty_reference_step, not both")
+        return self
 
 
 class CreateRLTrainingJob(WireModel):

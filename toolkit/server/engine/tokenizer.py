@@ -32,7 +32,7 @@ CHATML_TEMPLATE = (
 def byte_tokenizer() -> Tokenizer:
     """A BPE model over the 256 byte-level characters (no merges) plus the four special tokens."""
     alphabet = ByteLevel.alphabet()
-    byte_to_char = _bytes_to_unicode()
+    byte_to_char = bytes_to_unicode()
     vocab = {byte_to_char[b]: b for b in range(256)}
     assert set(vocab) == set(alphabet)
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
@@ -42,7 +42,7 @@ def byte_tokenizer() -> Tokenizer:
     return tok
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map (what ByteLevel uses)."""
     printable = (
         list(range(ord("!"), ord("~") + 1))

@@ -71,4 +71,34 @@ MIGRATIONS: list[str] = [
         UNIQUE (user_id, entity, project, name, version)
     );
     """,
+    # 2: training jobs and their events
+    """
+    CREATE TABLE training_jobs (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        request TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT,
+        base_step INTEGER,
+        result_step INTEGER,
+        checkpoint_id TEXT,
+        num_sequences INTEGER,
+        error TEXT
+    );
+    CREATE INDEX training_jobs_by_status ON training_jobs (status, created_at);
+    CREATE INDEX training_jobs_by_model ON training_jobs (model_id, created_at);
+    CREATE TABLE training_job_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        job_id TEXT NOT NULL REFERENCES training_jobs(id) ON DELETE CASCADE,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX training_job_events_by_job ON training_job_events (job_id, seq);
+    """,
 ]

@@ -191,7 +191,9 @@ class Models:
     def delete_checkpoints(
         self, user: User, model_id: str, steps: Sequence[int]
     ) -> tuple[DeleteCheckpointsResponse, list[str]]:
-        """Delete the given steps; returns the response and the weight folders to remove."""
+        """Delete the given steps; returns the response and the weight folders to remove.
+
+        The current (latest) step is kept, 409: training and ``/log`` continue from it."""
         self.get(user, model_id)
         wanted = sorted(set(steps))
         with self.db.write() as conn:
@@ -205,6 +207,11 @@ class Models:
                 else []
             )
             found = {r["step"] for r in rows}
+            current = self.current_step(model_id)
+            if current in found:
+                raise Conflict(
+                    f"Step {current} is the model's current step; its checkpoint cannot be deleted"
+                )
             if found:
                 conn.execute(
                     f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(found))})",

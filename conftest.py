@@ -1,0 +1,42 @@
+"""Session-wide set-up shared by tests/ and notebooks/ (nbval).
+
+Notebooks call ``tk.connect()`` with no configuration, which starts the local server of
+``$TOOLKIT_DATA_DIR``. Point that at a temporary folder for the test session and stop the server
+it started at the end, so no test run leaves a server behind or touches ``~/.toolkit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+_DATA_DIR = "_toolkit_session_data_dir"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = tempfile.mkdtemp(prefix="toolkit-session-")
+    os.environ["TOOLKIT_DATA_DIR"] = folder
+    for name in (
+        "TOOLKIT_BASE_URL",
+        "TOOLKIT_API_KEY",
+        "TOOLKIT_PRESET",
+        "TOOLKIT_INFERENCE_URL",
+        "TOOLKIT_TRACE_URL",
+    ):
+        os.environ.pop(name, None)
+    setattr(config, _DATA_DIR, folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = getattr(config, _DATA_DIR, None)
+    if folder is None:
+        return
+    with suppress(FileNotFoundError, ValueError, KeyError, ProcessLookupError):
+        pid = int(json.loads((Path(folder) / "server.json").read_text())["pid"])
+        os.kill(pid, signal.SIGTERM)

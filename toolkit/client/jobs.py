@@ -1,0 +1,196 @@
+"""Handles of running training jobs: refresh, follow the events as they come, wait with a progress bar.
+
+``client.training_jobs.create(...)`` and ``client.sft_training_jobs.create(...)`` return one; it is
+also the ``{id}`` the server answered (a :class:`TrainingJobCreated`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from pydantic import PrivateAttr
+from tqdm.auto import tqdm
+
+from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
+from ._transport import AsyncTransport, SyncTransport
+from .training import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
+
+TERMINAL_EVENTS = ("training_ended", "training_failed")
+PAGE = 100
+
+
+class TrainingJobFailed(RuntimeError):
+    """A job ended with ``training_failed``; ``message`` is the server's ``error_message``."""
+
+    def __init__(self, job_id: str, message: str) -> None:
+        super().__init__(f"Training job {job_id} failed: {message}")
+        self.job_id = job_id
+        self.message = message
+
+
+def _failure(job_id: str, event: TrainingJobEvent) -> TrainingJobFailed:
+    return TrainingJobFailed(job_id, str(event.data.get("error_message") or "unknown error"))
+
+
+class _Progress:
+    """A tqdm.auto bar over the job's gradient steps, created when ``training_started`` arrives."""
+
+    def __init__(self, enabled: bool, job_id: str) -> None:
+        self.enabled = enabled
+        self.job_id = job_id
+        self.bar: Any = None
+
+    def update(self, event: TrainingJobEvent) -> None:
+        if not self.enabled:
+            return
+        if event.type == "training_started":
+            total = int(event.data.get("num_sequences", 0))
+            self.bar = tqdm(total=total, desc=f"train {self.job_id[:8]}", unit="step")
+        elif event.type == "gradient_step" and self.bar is not None:
+            self.bar.update(1)
+            shown = {k: event.data[k] for k in ("loss", "reward") if k in event.data}
+            self.bar.set_postfix({k: f"{float(v):.4g}" for k, v in shown.items()})
+        elif event.type in TERMINAL_EVENTS:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class TrainingJobHandle(TrainingJobCreated):
+    """A training job being run by the server (sync)."""
+
+    _t: SyncTransport = PrivateAttr()
+    _model_id: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def bind(cls, job_id: str, transport: SyncTransport, model_id: str | None = None) -> TrainingJobHandle:
+        handle = cls(id=job_id)
+        handle._t, handle._model_id = transport, model_id
+        return handle
+
+    def refresh(self) -> TrainingJob:
+        """The job's current state (status, steps, error)."""
+        job = self._t.run(op_get_job(self.id))
+        self._model_id = job.model_id
+        return job
+
+    def cancel(self) -> TrainingJob:
+        return self._t.run(op_cancel_job(self.id))
+
+    def events(
+        self, *, after: str | None = None, poll_interval: float = 0.5, follow: bool = True
+    ) -> Iterator[TrainingJobEvent]:
+        """Every event after ``after``, as it arrives; ends after the terminal event (or, without
+        ``follow``, when no more events are available now)."""
+        make = op_event_page(self.id, PAGE)
+        while True:
+            page = self._t.run(make(after))
+            for event in page.data:
+                after = event.id
+                yield event
+                if event.type in TERMINAL_EVENTS:
+                    return
+            if not page.has_more:
+                if not follow:
+                    return
+                time.sleep(poll_interval)
+
+    def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
+        """Follow the job to its end; returns the new checkpoint, raises :class:`TrainingJobFailed`."""
+        bar = _Progress(progress, self.id)
+        try:
+            for event in self.events(poll_interval=poll_interval):
+                bar.update(event)
+                if event.type == "training_failed":
+                    raise _failure(self.id, event)
+                if event.type == "training_ended":
+                    return self._checkpoint(str(event.data["checkpoint_id"]))
+        finally:
+            bar.close()
+        raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")
+
+    def _checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        model_id = self._model_id or self.refresh().model_id
+        assert model_id is not None
+        make = op_checkpoint_page(model_id, PAGE, "desc")
+        after: str | None = None
+        while True:
+            page = self._t.run(make(after))
+            for checkpoint in page.data:
+                if checkpoint.id == checkpoint_id:
+                    return checkpoint
+            if not page.has_more or not page.data:
+                raise TrainingJobFailed(self.id, f"checkpoint {checkpoint_id} is not listed (deleted?)")
+            after = page.data[-1].id
+
+
+class AsyncTrainingJobHandle(TrainingJobCreated):
+    """A training job being run by the server (async twin of :class:`TrainingJobHandle`)."""
+
+    _t: AsyncTransport = PrivateAttr()
+    _model_id: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def bind(
+        cls, job_id: str, transport: AsyncTransport, model_id: str | None = None
+    ) -> AsyncTrainingJobHandle:
+        handle = cls(id=job_id)
+        handle._t, handle._model_id = transport, model_id
+        return handle
+
+    async def refresh(self) -> TrainingJob:
+        job = await self._t.run(op_get_job(self.id))
+        self._model_id = job.model_id
+        return job
+
+    async def cancel(self) -> TrainingJob:
+        return await self._t.run(op_cancel_job(self.id))
+
+    async def events(
+        self, *, after: str | None = None, poll_interval: float = 0.5, follow: bool = True
+    ) -> AsyncIterator[TrainingJobEvent]:
+        make = op_event_page(self.id, PAGE)
+        while True:
+            page = await self._t.run(make(after))
+            for event in page.data:
+                after = event.id
+                yield event
+                if event.type in TERMINAL_EVENTS:
+                    return
+            if not page.has_more:
+                if not follow:
+                    return
+                await asyncio.sleep(poll_interval)
+
+    async def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
+        bar = _Progress(progress, self.id)
+        try:
+            async for event in self.events(poll_interval=poll_interval):
+                bar.update(event)
+                if event.type == "training_failed":
+                    raise _failure(self.id, event)
+                if event.type == "training_ended":
+                    return await self._checkpoint(str(event.data["checkpoint_id"]))
+        finally:
+            bar.close()
+        raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")
+
+    async def _checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        model_id = self._model_id or (await self.refresh()).model_id
+        assert model_id is not None
+        make = op_checkpoint_page(model_id, PAGE, "desc")
+        after: str | None = None
+        while True:
+            page = await self._t.run(make(after))
+            for checkpoint in page.data:
+                if checkpoint.id == checkpoint_id:
+                    return checkpoint
+            if not page.has_more or not page.data:
+                raise TrainingJobFailed(self.id, f"checkpoint {checkpoint_id} is not listed (deleted?)")
+            after = page.data[-1].id

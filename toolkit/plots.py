@@ -1,0 +1,149 @@
+"""Plotly figures of the frames of :mod:`toolkit.frames`: pure functions ``frame -> go.Figure``.
+
+Line and marker traces switch to WebGL (``Scattergl``) past :data:`WEBGL_THRESHOLD` points so large
+runs stay responsive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+WEBGL_THRESHOLD = 2000
+LOSS_KEYS = ("loss", "loss/train", "policy_loss")
+REWARD_KEYS = ("reward", "train/reward")
+TEMPLATE = "plotly_white"
+
+
+def scatter(n: int, **kw: Any) -> go.Scatter | go.Scattergl:
+    """A line/marker trace for ``n`` points: WebGL past the threshold."""
+    return go.Scattergl(**kw) if n > WEBGL_THRESHOLD else go.Scatter(**kw)
+
+
+def _floats(series: pd.Series) -> np.ndarray:
+    return series.to_numpy(dtype=float, na_value=np.nan)
+
+
+def first_column(df: pd.DataFrame, names: Sequence[str]) -> str | None:
+    """The first of ``names`` that is a column of ``df``."""
+    return next((n for n in names if n in df.columns), None)
+
+
+def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
+    fig.update_layout(title=title, template=TEMPLATE, margin={"l": 50, "r": 20, "t": 50, "b": 40}, **kw)
+    return fig
+
+
+def training_curves(events: pd.DataFrame) -> go.Figure:
+    """Loss (top) and reward (bottom) over gradient steps, from :func:`toolkit.frames.events_frame`."""
+    steps = events[events["type"] == "gradient_step"] if "type" in events else events
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for row, (label, keys) in enumerate((("loss", LOSS_KEYS), ("reward", REWARD_KEYS)), start=1):
+        column = first_column(steps, keys)
+        y = _floats(steps[column]) if column else np.array([])
+        x = _floats(steps["step"]) if column else np.array([])
+        fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label), row=row, col=1)
+        fig.update_yaxes(title_text=label, row=row, col=1)
+    fig.update_xaxes(title_text="gradient step", row=2, col=1)
+    return _layout(fig, "Training", showlegend=False)
+
+
+def checkpoint_metrics(checkpoints: pd.DataFrame, metric: str, by: str = "model_id") -> go.Figure:
+    """One metric over checkpoint steps, one line per model (``by`` column) overlaid."""
+    fig = go.Figure()
+    groups = checkpoints.groupby(by, dropna=False, sort=False) if by in checkpoints else [(None, checkpoints)]
+    for key, part in groups:
+        part = part.sort_values("step")
+        y = _floats(part[metric]) if metric in part else np.full(len(part), np.nan)
+        name = str(key[0] if isinstance(key, tuple) else key) if key is not None else metric
+        fig.add_trace(scatter(len(part), x=_floats(part["step"]), y=y, mode="lines+markers", name=name))
+    return _layout(fig, metric, xaxis_title="step", yaxis_title=metric)
+
+
+def reward_distribution(trajectories: pd.DataFrame, by: str = "group") -> go.Figure:
+    """Rewards of each group as a box with every point, from :func:`toolkit.frames.groups_frame`."""
+    fig = go.Figure()
+    for key, part in trajectories.groupby(by, sort=True):
+        fig.add_trace(go.Box(y=_floats(part["reward"]), name=str(key), boxpoints="all", jitter=0.3))
+    return _layout(fig, "Reward per group", xaxis_title=by, yaxis_title="reward", showlegend=False)
+
+
+def logprob_strip(tokens: pd.DataFrame) -> go.Figure:
+    """A one-row heat strip of a completion's tokens coloured by logprob (:func:`frames.logprobs_frame`)."""
+    text = [t.replace("\n", "↵") for t in tokens["token"].astype(str)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=[_floats(tokens["logprob"])],
+            text=[text],
+            texttemplate="%{text}",
+            hovertemplate="%{text}<br>logprob %{z:.3f}<extra></extra>",
+            colorscale="RdYlGn",
+            zmax=0.0,
+            colorbar={"title": "logprob"},
+        )
+    )
+    fig.update_yaxes(visible=False)
+    return _layout(fig, "Token logprobs", height=180, xaxis_title="token")
+
+
+def trace_timeseries(calls: pd.DataFrame) -> go.Figure:
+    """Latency (top) and cost (bottom) of calls over their start time, from :func:`frames.calls_frame`."""
+    calls = calls.sort_values("started_at")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    x = calls["started_at"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    for row, (column, label) in enumerate((("latency_ms", "latency (ms)"), ("cost_usd", "cost (USD)")), 1):
+        trace = scatter(len(calls), x=x, y=_floats(calls[column]), mode="markers", name=label)
+        trace.update(text=calls["name"].astype(str).tolist())
+        fig.add_trace(trace, row=row, col=1)
+        fig.update_yaxes(title_text=label, row=row, col=1)
+    return _layout(fig, "Calls over time", showlegend=False)
+
+
+def _tree_order(calls: pd.DataFrame) -> list[tuple[int, int]]:
+    """(row position, depth) of each call, depth-first from the roots, children by start time."""
+    ids = calls["id"].tolist()
+    known = set(ids)
+    children: dict[object, list[int]] = {}
+    for pos, parent in enumerate(calls["parent_id"].tolist()):
+        key = parent if isinstance(parent, str) and parent in known else None
+        children.setdefault(key, []).append(pos)
+    order: list[tuple[int, int]] = []
+    stack = [(pos, 0) for pos in reversed(children.get(None, []))]
+    while stack:
+        pos, depth = stack.pop()
+        order.append((pos, depth))
+        stack.extend((c, depth + 1) for c in reversed(children.get(ids[pos], [])))
+    return order
+
+
+def call_tree(calls: pd.DataFrame) -> go.Figure:
+    """The calls of one trace as a waterfall: one bar per call from its start to its end, nested by depth."""
+    calls = calls.sort_values("started_at").reset_index(drop=True)
+    order = _tree_order(calls)
+    t0 = calls["started_at"].min()
+    start = ((calls["started_at"] - t0).dt.total_seconds() * 1000).to_numpy(dtype=float)
+    end = calls["ended_at"].fillna(calls["started_at"].max())
+    duration = ((end - calls["started_at"]).dt.total_seconds() * 1000).to_numpy(dtype=float)
+    labels = ["\u00a0\u00a0" * depth + str(calls["name"].iloc[pos]) for pos, depth in order]
+    rows = [pos for pos, _ in order]
+    colors = ["#d62728" if calls["status"].iloc[p] == "error" else "#1f77b4" for p in rows]
+    fig = go.Figure(
+        go.Bar(
+            base=start[rows],
+            x=np.maximum(duration[rows], 0.5),
+            y=list(range(len(rows))),
+            orientation="h",
+            marker_color=colors,
+            customdata=calls["id"].iloc[rows].tolist(),
+            text=labels,
+            hovertemplate="%{text}<br>start %{base:.0f} ms, %{x:.0f} ms<extra></extra>",
+            textposition="none",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", tickvals=list(range(len(rows))), ticktext=labels)
+    return _layout(fig, "Call tree", xaxis_title="ms since trace start", height=max(200, 40 + 26 * len(rows)))

@@ -1,0 +1,48 @@
+"""What the engine reports about a request, from its scheduler thread to the event loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TopLogprobs = list[tuple[int, float]]
+
+
+@dataclass
+class PromptLogprob:
+    token_id: int
+    logprob: float
+    rank: int
+    top: TopLogprobs
+
+
+@dataclass
+class Started:
+    cached_tokens: int
+    prompt_logprobs: list[PromptLogprob] | None
+
+
+@dataclass
+class Delta:
+    index: int
+    token_ids: list[int]
+    text: str
+    logprobs: list[tuple[float, TopLogprobs]]
+
+
+@dataclass
+class Finished:
+    index: int
+    token_ids: list[int]
+    text: str
+    logprobs: list[tuple[float, TopLogprobs]] | None
+    finish_reason: str
+    stop_reason: int | str | None
+    tail: Delta | None  # the last stream delta, for streams
+
+
+@dataclass
+class Failed:
+    error: BaseException
+
+
+Event = Started | Delta | Finished | Failed

@@ -1,0 +1,214 @@
+"""A lean forward pass over a Llama-family model's weights with a slot-based KV cache.
+
+Each running sequence owns a slot (a row of the cache); decode steps run all slots ``0..B-1`` of a
+cache at once, each row attending to its own length. Works for the Llama, Mistral, Qwen2 and Qwen3
+module layout of transformers (q/k/v/o projections, gated MLP, RMS norms, rotary embeddings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from transformers import PreTrainedModel
+
+WriteKV = Callable[[int, Tensor, Tensor], tuple[Tensor, Tensor]]
+"""Stores a layer's new keys/values in the cache and returns the keys/values to attend to."""
+
+
+@dataclass
+class _Layer:
+    norm1: torch.nn.Module
+    qkv: torch.nn.Linear
+    q_norm: torch.nn.Module | None
+    k_norm: torch.nn.Module | None
+    o_proj: torch.nn.Linear
+    norm2: torch.nn.Module
+    gate_up: torch.nn.Linear
+    down: torch.nn.Linear
+
+
+def _fused(*linears: torch.nn.Linear) -> torch.nn.Linear:
+    has_bias = linears[0].bias is not None
+    out = torch.nn.Linear(linears[0].in_features, sum(x.out_features for x in linears), bias=has_bias)
+    out.weight.data = torch.cat([x.weight.data for x in linears])
+    if has_bias:
+        out.bias.data = torch.cat([x.bias.data for x in linears if x.bias is not None])
+    return out.eval()
+
+
+class Runner:
+    """Prefill and batched decode of one set of weights."""
+
+    def __init__(self, model: PreTrainedModel, max_len: int) -> None:
+        core = getattr(model, "model", None)
+        layers = getattr(core, "layers", None)
+        if core is None or layers is None or not hasattr(layers[0], "self_attn"):
+            raise ValueError(f"unsupported architecture {type(model).__name__} (needs a Llama-like layout)")
+        self.model = model
+        self.embed = core.embed_tokens
+        self.norm = core.norm
+        self.lm_head = model.lm_head
+        attn = layers[0].self_attn
+        cfg = model.config
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
+        self.head_dim = attn.head_dim
+        self.scale = attn.scaling
+        self.n_layers = len(layers)
+        self.layers = [
+            _Layer(
+                norm1=layer.input_layernorm,
+                qkv=_fused(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
+                q_norm=getattr(layer.self_attn, "q_norm", None),
+                k_norm=getattr(layer.self_attn, "k_norm", None),
+                o_proj=layer.self_attn.o_proj,
+                norm2=layer.post_attention_layernorm,
+                gate_up=_fused(layer.mlp.gate_proj, layer.mlp.up_proj),
+                down=layer.mlp.down_proj,
+            )
+            for layer in layers
+        ]
+        self.act = layers[0].mlp.act_fn
+        with torch.no_grad():
+            positions = torch.arange(max_len)[None]
+            probe = torch.zeros(1, max_len, self.head_dim)
+            cos, sin = core.rotary_emb(probe, positions)
+        self.cos, self.sin = cos[0].float(), sin[0].float()
+        self.vocab_size = int(self.lm_head.out_features)
+        self.dtype = self.embed.weight.dtype
+
+    def new_cache(self) -> SlotCache:
+        return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0])
+
+    def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        cos = self.cos[positions].unsqueeze(-3)  # [B, 1, T, D]
+        sin = self.sin[positions].unsqueeze(-3)
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def _layers(self, h: Tensor, positions: Tensor, write: WriteKV, mask: Tensor) -> Tensor:
+        b, t, _ = h.shape
+        nq, nk, d = self.n_heads * self.head_dim, self.n_kv * self.head_dim, self.head_dim
+        for i, layer in enumerate(self.layers):
+            x = layer.norm1(h)
+            q, k, v = layer.qkv(x).split((nq, nk, nk), dim=-1)
+            q = q.view(b, t, self.n_heads, d)
+            k = k.view(b, t, self.n_kv, d)
+            if layer.q_norm is not None and layer.k_norm is not None:
+                q, k = layer.q_norm(q), layer.k_norm(k)
+            q = self._rotate(q.transpose(1, 2), positions)
+            k = self._rotate(k.transpose(1, 2), positions)
+            v = v.view(b, t, self.n_kv, d).transpose(1, 2)
+            keys, values = write(i, k, v)
+            out = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
+            )
+            h = h + layer.o_proj(out.transpose(1, 2).reshape(b, t, nq))
+            gate, up = layer.gate_up(layer.norm2(h)).chunk(2, dim=-1)
+            h = h + layer.down(self.act(gate) * up)
+        return h
+
+    @torch.no_grad()
+    def prefill(self, cache: SlotCache, slot: int, tokens: list[int], start: int, all_logits: bool) -> Tensor:
+        """Run ``tokens`` at positions ``start..`` of ``slot`` (positions before are cached).
+
+        Returns float32 logits ``[T, V]`` if ``all_logits`` else ``[V]`` of the last position.
+        """
+        t = len(tokens)
+        end = start + t
+        cache.reserve(slot + 1, end)
+        ids = torch.tensor([tokens])
+        positions = torch.arange(start, end)[None]
+        key_pos = torch.arange(end)
+        mask = key_pos[None, :] <= positions[0][:, None]  # [T, end]
+
+        def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+            cache.k[i][slot, :, start:end] = k[0]
+            cache.v[i][slot, :, start:end] = v[0]
+            return cache.k[i][slot : slot + 1, :, :end], cache.v[i][slot : slot + 1, :, :end]
+
+        h = self._layers(self.embed(ids), positions, write, mask[None, None])
+        h = h[0] if all_logits else h[0, -1:]
+        logits = self.lm_head(self.norm(h)).float()
+        return logits if all_logits else logits[0]
+
+    @torch.no_grad()
+    def decode(self, cache: SlotCache, tokens: Tensor, positions: Tensor) -> Tensor:
+        """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]``; returns ``[B, V]``."""
+        b = tokens.shape[0]
+        width = int(positions.max()) + 1
+        cache.reserve(b, width)
+        rows = torch.arange(b)
+        mask = torch.arange(width)[None, :] <= positions[:, None]  # [B, width]
+
+        def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+            cache.k[i][rows, :, positions] = k[:, :, 0]
+            cache.v[i][rows, :, positions] = v[:, :, 0]
+            return cache.k[i][:b, :, :width], cache.v[i][:b, :, :width]
+
+        h = self._layers(self.embed(tokens[:, None]), positions[:, None], write, mask[:, None, None])
+        return self.lm_head(self.norm(h[:, 0])).float()
+
+
+class SlotCache:
+    """Keys and values ``[slots, kv_heads, length, head_dim]`` per layer, grown on demand."""
+
+    def __init__(self, n_layers: int, n_kv: int, head_dim: int, dtype: torch.dtype, max_len: int) -> None:
+        self.n_layers, self.n_kv, self.head_dim, self.dtype, self.max_len = (
+            n_layers,
+            n_kv,
+            head_dim,
+            dtype,
+            max_len,
+        )
+        self.slots, self.length = 0, 0
+        self.k: list[Tensor] = []
+        self.v: list[Tensor] = []
+
+    def reserve(self, slots: int, length: int) -> None:
+        if slots <= self.slots and length <= self.length:
+            return
+        new_slots = max(slots, self.slots, 4) if slots <= self.slots else max(slots, 2 * self.slots, 4)
+        new_len = (
+            self.length if length <= self.length else min(self.max_len, max(length, 2 * self.length, 64))
+        )
+        shape = (new_slots, self.n_kv, new_len, self.head_dim)
+        for store in (self.k, self.v):
+            for i in range(self.n_layers):
+                grown = torch.zeros(shape, dtype=self.dtype)
+                if store and i < len(store):
+                    grown[: self.slots, :, : self.length] = store[i]
+                    store[i] = grown
+                else:
+                    store.append(grown)
+        self.slots, self.length = new_slots, new_len
+
+    def copy_slot(self, src: int, dst: int, length: int) -> None:
+        for store in (self.k, self.v):
+            for t in store:
+                t[dst, :, :length] = t[src, :, :length]
+
+    def gather(self, order: Tensor, length: int) -> None:
+        """Rows ``0..len(order)-1`` become copies of rows ``order`` (beam reordering)."""
+        for store in (self.k, self.v):
+            for t in store:
+                t[: len(order), :, :length] = t[order, :, :length]
+
+    def read_block(self, slot: int, start: int, end: int) -> Tensor:
+        return torch.stack(
+            [
+                torch.stack((k[slot, :, start:end], v[slot, :, start:end]))
+                for k, v in zip(self.k, self.v, strict=True)
+            ]
+        ).clone()
+
+    def write_block(self, slot: int, start: int, block: Tensor) -> None:
+        end = start + block.shape[-2]
+        for i, (k, v) in enumerate(zip(self.k, self.v, strict=True)):
+            k[slot, :, start:end] = block[i, 0]
+            v[slot, :, start:end] = block[i, 1]

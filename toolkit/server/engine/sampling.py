@@ -1,0 +1,196 @@
+"""Sampling parameters and the per-step logits pipeline, in vLLM's order (chat-completions.md 2.6).
+
+grammar mask -> allowed_token_ids -> bad_words -> logit_bias -> min_tokens -> logits processors ->
+penalties -> greedy argmax | temperature -> min_p -> top-k -> top-p -> exponential-race sample.
+Reported logprobs are the raw model log-probabilities after the grammar mask only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+GREEDY_EPS = 1e-5
+LogitsProcessor = Callable[[list[int], Tensor], Tensor]
+"""(output token ids so far, logits [V]) -> logits [V]."""
+
+
+@dataclass
+class SamplingParams:
+    """Resolved, validated generation settings of one sequence."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    seed: int | None = None
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    include_stop_str_in_output: bool = False
+    allowed_token_ids: list[int] | None = None
+    bad_words_ids: list[list[int]] = field(default_factory=list)
+    logprobs: int | None = None  # number of top logprobs per token (0 = the sampled one only)
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    logits_processors: list[LogitsProcessor] = field(default_factory=list)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < GREEDY_EPS
+
+    @property
+    def penalised(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+
+class RowState(Protocol):
+    """What the pipeline needs to know about one sequence at one step."""
+
+    params: SamplingParams
+    generator: torch.Generator | None
+    prompt_ids: list[int]
+    output_ids: list[int]
+    stop_ids: frozenset[int]  # EOS and stop_token_ids that min_tokens holds back
+
+    @property
+    def grammar_mask(self) -> Tensor | None:
+        """Bool ``[V]``: the tokens the grammar allows; None if unconstrained."""
+
+
+@dataclass
+class StepResult:
+    tokens: list[int]
+    logprobs: list[float] | None  # raw logprob of each sampled token (rows that asked only)
+    top: list[list[tuple[int, float]]] | None
+
+
+def _ban_bad_words(logits: Tensor, words: Sequence[Sequence[int]], output: list[int]) -> None:
+    for word in words:
+        prefix = list(word[:-1])
+        if not prefix or output[-len(prefix) :] == prefix:
+            logits[word[-1]] = -float("inf")
+
+
+def _penalise(logits: Tensor, p: SamplingParams, prompt: list[int], output: list[int]) -> Tensor:
+    vocab = logits.shape[0]
+    if p.repetition_penalty != 1.0:
+        seen = torch.zeros(vocab, dtype=torch.bool)
+        seen[torch.tensor(prompt + output, dtype=torch.long)] = True
+        penalised = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
+        logits = torch.where(seen, penalised, logits)
+    if output and (p.frequency_penalty or p.presence_penalty):
+        counts = torch.bincount(torch.tensor(output, dtype=torch.long), minlength=vocab)[:vocab].float()
+        logits = logits - p.frequency_penalty * counts - p.presence_penalty * (counts > 0).float()
+    return logits
+
+
+def _process_row(logits: Tensor, row: RowState) -> Tensor:
+    """The per-sequence logits processors, in order, on one row ``[V]`` (a copy)."""
+    p = row.params
+    if p.allowed_token_ids is not None:
+        keep = torch.full_like(logits, -float("inf"))
+        keep[p.allowed_token_ids] = 0.0
+        logits = logits + keep
+    if p.bad_words_ids:
+        _ban_bad_words(logits, p.bad_words_ids, row.output_ids)
+    for token, bias in p.logit_bias.items():
+        logits[token] += bias
+    if len(row.output_ids) < p.min_tokens and row.stop_ids:
+        logits[list(row.stop_ids)] = -float("inf")
+    for processor in p.logits_processors:
+        logits = processor(list(row.output_ids), logits)
+    if p.penalised:
+        logits = _penalise(logits, p, row.prompt_ids, row.output_ids)
+    return logits
+
+
+def _needs_row_processing(p: SamplingParams, row: RowState) -> bool:
+    return bool(
+        p.allowed_token_ids is not None
+        or p.bad_words_ids
+        or p.logit_bias
+        or (len(row.output_ids) < p.min_tokens and row.stop_ids)
+        or p.logits_processors
+        or p.penalised
+    )
+
+
+def _filter(logits: Tensor, top_k: Tensor, top_p: Tensor, min_p: Tensor) -> Tensor:
+    """min_p, then top-k, then top-p, each row with its own setting (0 / 1.0 = off)."""
+    if bool((min_p > 0).any()):
+        probs = logits.softmax(-1)
+        threshold = probs.max(-1, keepdim=True).values * min_p[:, None]
+        logits = logits.masked_fill(probs < threshold, -float("inf"))
+    use_k, use_p = bool((top_k > 0).any()), bool((top_p < 1.0).any())
+    if not (use_k or use_p):
+        return logits
+    ordered, index = logits.sort(-1, descending=False)
+    vocab = logits.shape[-1]
+    if use_k:
+        k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
+        kth = ordered.gather(-1, (vocab - k)[:, None].long())
+        ordered = ordered.masked_fill(ordered < kth, -float("inf"))
+    if use_p:
+        cum = ordered.softmax(-1).cumsum(-1)
+        drop = cum <= (1 - top_p)[:, None]
+        drop[:, -1] = False
+        ordered = ordered.masked_fill(drop, -float("inf"))
+    return torch.empty_like(logits).scatter_(-1, index, ordered)
+
+
+def sample(logits: Tensor, rows: Sequence[RowState], fallback: torch.Generator) -> StepResult:
+    """Pick one token per row of ``logits`` ``[B, V]`` (float32)."""
+    masks = [i for i, r in enumerate(rows) if r.grammar_mask is not None]
+    for i in masks:
+        mask = rows[i].grammar_mask
+        assert mask is not None
+        logits[i] = logits[i].masked_fill(~mask, -float("inf"))
+    want_logprobs = [r.params.logprobs is not None for r in rows]
+    raw = logits.log_softmax(-1) if any(want_logprobs) else None
+    special = [i for i, r in enumerate(rows) if _needs_row_processing(r.params, r)]
+    if special:
+        logits = logits.clone()
+        for i in special:
+            logits[i] = _process_row(logits[i].clone(), rows[i])
+    temps = torch.tensor([r.params.temperature for r in rows])
+    greedy = temps < GREEDY_EPS
+    tokens = logits.argmax(-1)
+    if not bool(greedy.all()):
+        scaled = logits / torch.where(greedy, torch.ones_like(temps), temps.clamp(min=0.01))[:, None]
+        scaled = _filter(
+            scaled,
+            torch.tensor([r.params.top_k for r in rows]),
+            torch.tensor([r.params.top_p for r in rows]),
+            torch.tensor([r.params.min_p for r in rows]),
+        )
+        probs = scaled.softmax(-1)
+        noise = torch.empty_like(probs)
+        for i, r in enumerate(rows):
+            if not bool(greedy[i]):
+                noise[i].exponential_(generator=r.generator or fallback)
+        sampled = (probs / noise).argmax(-1)
+        tokens = torch.where(greedy, tokens, sampled)
+    token_list = tokens.tolist()
+    if raw is None:
+        return StepResult(token_list, None, None)
+    chosen = raw.gather(-1, tokens[:, None])[:, 0].tolist()
+    k = max((r.params.logprobs or 0) for r in rows)
+    top: list[list[tuple[int, float]]] = [[] for _ in rows]
+    if k > 0:
+        values, ids = raw.topk(min(k, raw.shape[-1]), dim=-1)
+        for i, r in enumerate(rows):
+            n = r.params.logprobs or 0
+            if n:
+                top[i] = list(zip(ids[i, :n].tolist(), values[i, :n].tolist(), strict=True))
+    return StepResult(token_list, chosen, top)

@@ -1,0 +1,171 @@
+"""Training jobs and their events, scoped to the user who owns them.
+
+A job moves ``queued -> running -> succeeded | failed | cancelled`` (``queued -> cancelled`` and
+``queued -> failed`` too). Every move to a terminal state writes the job's one terminal event in the
+same transaction, so a reader never sees a finished job without its event, nor the reverse.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ...types.training import EventType, JobKind, TrainingJob, TrainingJobEvent
+from ..errors import NotFound, Unprocessable
+from .common import new_id, now_iso
+from .db import Database
+from .users import User
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """What the runner needs of a job."""
+
+    id: str
+    user_id: str
+    model_id: str
+    kind: JobKind
+    status: str
+    request: dict[str, Any] | None
+
+
+def _job(row: sqlite3.Row) -> TrainingJob:
+    return TrainingJob(
+        id=row["id"],
+        model_id=row["model_id"],
+        kind=row["kind"],
+        status=row["status"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        base_step=row["base_step"],
+        result_step=row["result_step"],
+        checkpoint_id=row["checkpoint_id"],
+        num_sequences=row["num_sequences"],
+        error=row["error"],
+    )
+
+
+def _event(row: sqlite3.Row) -> TrainingJobEvent:
+    return TrainingJobEvent(
+        id=row["id"], type=row["type"], data=json.loads(row["data"]), created_at=row["created_at"]
+    )
+
+
+class Jobs:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ jobs
+
+    def create(self, user: User, model_id: str, kind: JobKind, request: dict[str, Any]) -> str:
+        job_id = new_id()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO training_jobs (id, user_id, model_id, kind, status, request, created_at)"
+                " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
+                (job_id, user.id, model_id, kind, json.dumps(request), now_iso()),
+            )
+        return job_id
+
+    def get(self, user: User, job_id: str) -> TrainingJob:
+        row = self.db.conn.execute(
+            "SELECT * FROM training_jobs WHERE id = ? AND user_id = ?", (job_id, user.id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"Training job {job_id} not found")
+        return _job(row)
+
+    def all(self, user: User, model_id: str | None) -> list[TrainingJob]:
+        sql = "SELECT * FROM training_jobs WHERE user_id = ?"
+        args: list[str] = [user.id]
+        if model_id is not None:
+            sql += " AND model_id = ?"
+            args.append(model_id)
+        return [_job(r) for r in self.db.conn.execute(sql + " ORDER BY created_at", args)]
+
+    def row(self, job_id: str) -> JobRow | None:
+        row = self.db.conn.execute("SELECT * FROM training_jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            return None
+        request = json.loads(row["request"]) if row["request"] else None
+        return JobRow(row["id"], row["user_id"], row["model_id"], row["kind"], row["status"], request)
+
+    def ids_with_status(self, status: str) -> list[str]:
+        rows = self.db.conn.execute(
+            "SELECT id FROM training_jobs WHERE status = ? ORDER BY created_at, rowid", (status,)
+        )
+        return [r["id"] for r in rows]
+
+    def start(self, job_id: str, base_step: int) -> bool:
+        """``queued -> running``; False when the job is no longer queued (cancelled meanwhile)."""
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE training_jobs SET status = 'running', started_at = ?, base_step = ?"
+                " WHERE id = ? AND status = 'queued'",
+                (now_iso(), base_step, job_id),
+            )
+            return cur.rowcount == 1
+
+    def started(self, job_id: str, num_sequences: int, data: dict[str, Any]) -> None:
+        """Record the number of gradient steps and write ``training_started``."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE training_jobs SET num_sequences = ? WHERE id = ?", (num_sequences, job_id))
+            self._add_event(conn, job_id, "training_started", {"num_sequences": num_sequences, **data})
+
+    def add_event(self, job_id: str, type_: EventType, data: dict[str, Any]) -> None:
+        with self.db.write() as conn:
+            self._add_event(conn, job_id, type_, data)
+
+    def _add_event(
+        self, conn: sqlite3.Connection, job_id: str, type_: EventType, data: dict[str, Any]
+    ) -> None:
+        conn.execute(
+            "INSERT INTO training_job_events (id, job_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)",
+            (new_id(), job_id, type_, json.dumps(data), now_iso()),
+        )
+
+    def succeed(self, conn: sqlite3.Connection, job_id: str, step: int, checkpoint_id: str) -> None:
+        """Inside the transaction that inserted the checkpoint: ``training_ended`` and ``succeeded``."""
+        conn.execute(
+            "UPDATE training_jobs SET status = 'succeeded', finished_at = ?, result_step = ?,"
+            " checkpoint_id = ?, request = NULL WHERE id = ?",
+            (now_iso(), step, checkpoint_id, job_id),
+        )
+        self._add_event(conn, job_id, "training_ended", {"step": step, "checkpoint_id": checkpoint_id})
+
+    def fail(self, job_id: str, message: str, status: str = "failed") -> bool:
+        """End a job that has not ended yet with ``training_failed``; False if it had already ended."""
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE training_jobs SET status = ?, finished_at = ?, error = ?, request = NULL"
+                f" WHERE id = ? AND status NOT IN {TERMINAL!r}",
+                (status, now_iso(), message, job_id),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._add_event(conn, job_id, "training_failed", {"error_message": message})
+            return True
+
+    # ------------------------------------------------------------------ events
+
+    def event_page(
+        self, user: User, job_id: str, *, after: str | None, limit: int
+    ) -> tuple[list[TrainingJobEvent], bool]:
+        self.get(user, job_id)
+        sql = "SELECT * FROM training_job_events WHERE job_id = ?"
+        args: list[object] = [job_id]
+        if after is not None:
+            cursor = self.db.conn.execute(
+                "SELECT seq FROM training_job_events WHERE id = ? AND job_id = ?", (after, job_id)
+            ).fetchone()
+            if cursor is None:
+                raise Unprocessable(["query", "after"], f"No event with id {after!r} in this job")
+            sql += " AND seq > ?"
+            args.append(cursor["seq"])
+        rows = self.db.conn.execute(sql + " ORDER BY seq LIMIT ?", [*args, limit + 1]).fetchall()
+        return [_event(r) for r in rows[:limit]], len(rows) > limit

@@ -1,0 +1,66 @@
+"""Small helpers of the trace store: ids, times as integer microseconds, JSON text."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ONE_US = timedelta(microseconds=1)
+
+
+def uuid7() -> str:
+    """A time-ordered UUIDv7 string, the id format Weave clients generate."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (ms & (2**48 - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & (2**62 - 1)
+    )
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def to_us(dt: datetime) -> int:
+    """Microseconds since the epoch; naive datetimes are taken as UTC."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return (dt - EPOCH) // ONE_US
+
+
+def from_us(us: int | None) -> datetime | None:
+    return None if us is None else EPOCH + timedelta(microseconds=us)
+
+
+def iso(us: int | None) -> str | None:
+    """The wire form of a stored time: ``2025-06-01T12:00:00.123456Z``."""
+    dt = from_us(us)
+    return None if dt is None else dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def iso_sql(column: str) -> str:
+    """SQL rendering a microsecond column as the same text as :func:`iso` (NULL stays NULL)."""
+    return (
+        f"(strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch')"
+        f" || printf('.%06dZ', {column} % 1000000))"
+    )
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text (orjson; the standard library for what orjson refuses, e.g. huge ints)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str | bytes | None) -> Any:
+    return None if text is None else orjson.loads(text)

@@ -1,0 +1,388 @@
+"""The job runner: accepts RL and SFT jobs, runs them one at a time off the request path, records
+their events, and writes each new checkpoint before the job's ``training_ended`` event.
+
+Life cycle (docs/training.md): ``queued -> running -> succeeded | failed | cancelled``. Weights are
+written to a hidden temp folder and renamed into place; the checkpoint row, the job's new status
+and ``training_ended`` are then written in one transaction. After a crash, jobs left ``running``
+fail on restart with their ``training_failed`` event, folders without a checkpoint row are removed
+and queued jobs run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedModel
+
+from ...types.training import (
+    CreateRLTrainingJob,
+    CreateSFTTrainingJob,
+    ExperimentalTrainingConfig,
+    TrainingJob,
+)
+from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
+from ..errors import Unprocessable
+from ..jobs import JobQueue
+from ..log_metrics import log_metrics, summarise
+from ..store.db import Database
+from ..store.jobs import Jobs
+from ..store.models import CheckpointRow, Models
+from ..store.users import User
+from ..training_data import DATA_FILES, TrainingDataError, iter_conversations
+from .config import SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
+from .sequences import Sample, UntrainableError
+from .trainer import Policy, Trainer, plan_rl, reward_std_lr_multiplier, run_rl, run_sft, sft_batches
+
+log = logging.getLogger("toolkit.training")
+
+CANCELLED = "Training job was cancelled"
+INTERRUPTED = "The server stopped while this job was running; no checkpoint was written. Start it again."
+_ADAPTER_STEP = re.compile(r"step(\d+)/?$")
+# gradient_step keys -> the names ART's client files them under (checkpoint metrics use these)
+CANONICAL = {
+    "loss": "loss/train",
+    "grad_norm": "loss/grad_norm",
+    "learning_rate": "loss/learning_rate",
+    "entropy": "loss/entropy",
+    "kl_policy_ref": "loss/kl_policy_ref",
+    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
+    "num_tokens": "data/step_num_tokens",
+    "num_trajectories": "data/step_num_trajectories",
+}
+
+
+class Stop(Exception):
+    """Raised between gradient steps to end a job early (cancel or shutdown)."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _numeric(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
+
+
+def _mean_metrics(steps: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for step in steps for k in step}
+    return {k: sum(s[k] for s in steps if k in s) / sum(1 for s in steps if k in s) for k in sorted(keys)}
+
+
+def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> int | None:
+    """The checkpoint step the KL penalty compares against: none without a penalty, else the
+    given step, the step ``lag`` before the one being trained, the step an adapter path ends in,
+    or the base weights (step 0)."""
+    if cfg is None or not cfg.kl_penalty_coef:
+        return None
+    if cfg.kl_penalty_reference_step is not None:
+        return cfg.kl_penalty_reference_step
+    if cfg.kl_penalty_step_lag is not None:
+        return max(0, base_step + 1 - cfg.kl_penalty_step_lag)
+    if cfg.kl_ref_adapter_path:
+        match = _ADAPTER_STEP.search(cfg.kl_ref_adapter_path)
+        if match is None:
+            raise UntrainableError(
+                "kl_ref_adapter_path must name a checkpoint of this model, ending in step<N>"
+            )
+        return int(match[1])
+    return 0
+
+
+class TrainingRunner:
+    """Training jobs of every user, run in submission order on the server's job queue."""
+
+    def __init__(
+        self,
+        db: Database,
+        models: Models,
+        jobs: Jobs,
+        queue: JobQueue,
+        base_models: dict[str, BaseModelSpec],
+        checkpoints_dir: Path,
+    ) -> None:
+        self.db = db
+        self.models = models
+        self.jobs = jobs
+        self.queue = queue
+        self.base_models = base_models
+        self.checkpoints_dir = checkpoints_dir
+        self.trainer = Trainer()
+        self._cancel: set[str] = set()
+        self._stopping = threading.Event()
+        self._recover()
+
+    # ------------------------------------------------------------------ requests
+
+    def submit_rl(self, user: User, req: CreateRLTrainingJob) -> str:
+        self.models.get(user, req.model_id)
+        loc = ["body", "experimental_config"]
+        try:
+            step = reference_step(req.experimental_config, self.models.current_step(req.model_id))
+        except UntrainableError as exc:
+            raise Unprocessable(loc, str(exc)) from None
+        if step is not None and self.models.checkpoint_at(req.model_id, step) is None:
+            raise Unprocessable(loc, f"the KL reference checkpoint step {step} does not exist")
+        request = req.model_dump(mode="json", exclude_unset=True)
+        return self._enqueue(self.jobs.create(user, req.model_id, "rl", request))
+
+    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Any) -> str:
+        self.models.get(user, req.model_id)
+        artifact, folder = artifacts.resolve(user, req.training_data_url)
+        data_file = next(name for name in DATA_FILES if (folder / name).exists())
+        config = req.config
+        batch_size = config.batch_size if config and isinstance(config.batch_size, int) else None
+        batch_size = batch_size or SFT_AUTO_BATCH_SIZE
+        num_batches = math.ceil(artifact.num_records / batch_size)
+        lr = config.learning_rate if config and config.learning_rate is not None else SFT_LEARNING_RATE
+        if isinstance(lr, list) and len(lr) != num_batches:
+            raise Unprocessable(
+                ["body", "config", "learning_rate"],
+                f"{len(lr)} learning rates for {num_batches} batches"
+                f" ({artifact.num_records} examples, batch size {batch_size}); give one per batch",
+            )
+        request = {
+            "path": str(folder / data_file),
+            "batch_size": batch_size,
+            "learning_rates": lr if isinstance(lr, list) else [lr] * num_batches,
+            "assistant_turns": (config.assistant_turns if config else None) or "all",
+        }
+        return self._enqueue(self.jobs.create(user, req.model_id, "sft", request))
+
+    def cancel(self, user: User, job_id: str) -> TrainingJob:
+        """Queued: cancelled at once. Running: stops before its next gradient step. Ended: unchanged."""
+        job = self.jobs.get(user, job_id)
+        if job.status == "queued" and self.jobs.fail(job_id, CANCELLED, "cancelled"):
+            return self.jobs.get(user, job_id)
+        if job.status in ("queued", "running"):
+            self._cancel.add(job_id)
+        return self.jobs.get(user, job_id)
+
+    def stop(self) -> None:
+        """Shutdown: the running job stops before its next gradient step and fails."""
+        self._stopping.set()
+
+    def _enqueue(self, job_id: str) -> str:
+        self.queue.submit(partial(self._run, job_id))
+        return job_id
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> None:
+        for job_id in self.jobs.ids_with_status("running"):
+            self.jobs.fail(job_id, INTERRUPTED)
+        known = {
+            Path(r[0]) for r in self.db.conn.execute("SELECT path FROM checkpoints WHERE path IS NOT NULL")
+        }
+        if self.checkpoints_dir.exists():
+            for model_dir in self.checkpoints_dir.iterdir():
+                for folder in model_dir.iterdir() if model_dir.is_dir() else ():
+                    if folder not in known:
+                        shutil.rmtree(folder, ignore_errors=True)
+        for job_id in self.jobs.ids_with_status("queued"):
+            self._enqueue(job_id)
+
+    # ------------------------------------------------------------------ running
+
+    def _run(self, job_id: str) -> None:
+        row = self.jobs.row(job_id)
+        if row is None or row.status != "queued" or row.request is None:
+            return
+        try:
+            model = self.db.conn.execute(
+                "SELECT base_model FROM models WHERE id = ?", (row.model_id,)
+            ).fetchone()
+            spec = self.base_models.get(model["base_model"]) if model else None
+            if spec is None:
+                self.jobs.fail(job_id, "the model's base model is not served by this server")
+                return
+            base = self.models.latest_checkpoint(row.model_id)
+            if not self.jobs.start(job_id, base.step):
+                return
+            if row.kind == "rl":
+                self._run_rl(job_id, CreateRLTrainingJob.model_validate(row.request), spec, base)
+            else:
+                self._run_sft(job_id, row.request, spec, base)
+        except Stop as stop:
+            self.jobs.fail(job_id, str(stop), stop.status)
+        except (UntrainableError, TrainingDataError) as exc:
+            self.jobs.fail(job_id, str(exc))
+        except Exception as exc:
+            log.exception("training job %s failed", job_id)
+            self.jobs.fail(job_id, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._cancel.discard(job_id)
+
+    def _hook(
+        self, job_id: str, extra: dict[str, float], steps: list[dict[str, float]]
+    ) -> Callable[..., None]:
+        def on_step(metrics: dict[str, float]) -> None:
+            data = _numeric({**metrics, **extra})
+            steps.append(data)
+            self.jobs.add_event(job_id, "gradient_step", data)
+            self._check(job_id)
+
+        return on_step
+
+    def _check(self, job_id: str) -> None:
+        if job_id in self._cancel:
+            raise Stop(CANCELLED, "cancelled")
+        if self._stopping.is_set():
+            raise Stop(INTERRUPTED, "failed")
+
+    def _run_rl(
+        self, job_id: str, req: CreateRLTrainingJob, spec: BaseModelSpec, base: CheckpointRow
+    ) -> None:
+        cfg = resolve(req.experimental_config)
+        groups = req.trajectory_groups
+        summary = log_metrics(
+            "train",
+            [
+                summarise(
+                    [t.reward for t in g.trajectories],
+                    [dict(t.metrics) for t in g.trajectories],
+                    dict(g.metrics),
+                    len(g.exceptions),
+                )
+                for g in groups
+            ],
+        )
+        plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step)
+        extra = {
+            "reward": summary.get("train/reward", 0.0),
+            "reward_std_dev": summary.get("train/reward_std_dev", 0.0),
+            "exception_rate": summary["train/exception_rate"],
+            "num_groups_submitted": float(plan.num_groups),
+            "num_groups_trainable": float(plan.num_groups_trainable),
+        }
+        multiplier = 1.0
+        if cfg.scale_learning_rate_by_reward_std_dev:
+            multiplier = reward_std_lr_multiplier(
+                [
+                    *self._metric_history(req.model_id, "train/reward_std_dev"),
+                    (base.step + 1, extra["reward_std_dev"]),
+                ]
+            )
+        policy = self._policy(req.model_id, spec, base)
+        self.jobs.started(job_id, len(plan.batches), {})
+        steps: list[dict[str, float]] = []
+        if plan.batches:
+            reference_at = reference_step(req.experimental_config, base.step)
+            reference = self._reference(req.model_id, reference_at, spec)
+            run_rl(
+                policy,
+                plan,
+                cfg,
+                pad_id=spec.pad_token_id,
+                lr_multiplier=multiplier,
+                reference=reference,
+                on_step=self._hook(job_id, extra, steps),
+            )
+        metrics = {
+            **summary,
+            **{CANONICAL.get(k, k): v for k, v in _mean_metrics(steps).items() if k not in extra},
+            "data/step_num_groups_submitted": float(plan.num_groups),
+            "data/step_num_groups_trainable": float(plan.num_groups_trainable),
+            "data/step_num_gradient_steps": float(len(plan.batches)),
+        }
+        self._save(job_id, policy, base, metrics, trained=bool(plan.batches))
+
+    def _run_sft(
+        self, job_id: str, request: dict[str, Any], spec: BaseModelSpec, base: CheckpointRow
+    ) -> None:
+        path = Path(request["path"])
+        fmt = self.trainer.chat_format(spec)
+        last_only = request["assistant_turns"] == "last"
+        samples: list[Sample] = []
+        for line, conversation in enumerate(iter_conversations(path.name, path.read_bytes()), start=1):
+            assistant = [i for i, m in enumerate(conversation.messages) if m.get("role") == "assistant"]
+            try:
+                tokens, mask = fmt.conversation(
+                    conversation.messages, conversation.tools, assistant[-1:] if last_only else assistant
+                )
+            except Exception as exc:
+                raise TrainingDataError(path.name, line, f"cannot apply the chat template ({exc})") from None
+            samples.append(Sample(tokens, mask).truncated(spec.max_model_len))
+        batches = sft_batches(samples, request["batch_size"])
+        learning_rates = request["learning_rates"]
+        policy = self._policy(base.model_id, spec, base)
+        self.jobs.started(job_id, len(batches), {})
+        steps: list[dict[str, float]] = []
+        run_sft(
+            policy,
+            batches,
+            learning_rates,
+            pad_id=spec.pad_token_id,
+            chunk_size=1024,
+            on_step=self._hook(job_id, {}, steps),
+        )
+        metrics = {f"sft/{k}": v for k, v in _mean_metrics(steps).items()}
+        metrics["sft/final_loss"] = steps[-1]["loss"] if steps else 0.0
+        metrics["data/step_num_gradient_steps"] = float(len(batches))
+        self._save(job_id, policy, base, metrics, trained=bool(batches))
+
+    # ------------------------------------------------------------------ models and checkpoints
+
+    def _policy(self, model_id: str, spec: BaseModelSpec, base: CheckpointRow) -> Policy:
+        weights = Path(base.path) if base.path else None
+        return self.trainer.policy(model_id, base.step, spec, weights)
+
+    def _reference(self, model_id: str, step: int | None, spec: BaseModelSpec) -> PreTrainedModel | None:
+        if step is None:
+            return None
+        row = self.models.checkpoint_at(model_id, step)
+        if row is None:
+            raise UntrainableError(f"the KL reference checkpoint step {step} does not exist")
+        return load_model(spec, Path(row.path) if row.path else None)
+
+    def _metric_history(self, model_id: str, key: str) -> list[tuple[int, float]]:
+        rows = self.db.conn.execute(
+            "SELECT step, metrics FROM checkpoints WHERE model_id = ? ORDER BY step", (model_id,)
+        )
+        history = [(r["step"], json.loads(r["metrics"]).get(key)) for r in rows]
+        return [(s, float(v)) for s, v in history if isinstance(v, int | float)]
+
+    def _save(
+        self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool
+    ) -> None:
+        """Write the weights (or link the unchanged ones), then checkpoint + ``training_ended`` at once."""
+        self._check(job_id)
+        step = self.models.current_step(base.model_id) + 1
+        model_dir = self.checkpoints_dir / base.model_id
+        folder = model_dir / f"step{step}"
+        path: str | None = str(folder)
+        tmp = model_dir / f".step{step}.{job_id}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        if trained:
+            save_weights(policy.model, tmp / WEIGHTS_FILE)
+        elif base.path:
+            try:
+                os.link(Path(base.path) / WEIGHTS_FILE, tmp / WEIGHTS_FILE)
+            except OSError:
+                shutil.copyfile(Path(base.path) / WEIGHTS_FILE, tmp / WEIGHTS_FILE)
+        else:
+            path = None
+        if path is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+            tmp.rename(folder)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            with self.db.write() as conn:
+                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, _numeric(metrics))
+                self.jobs.succeed(conn, job_id, step, checkpoint_id)
+        except BaseException:
+            if path is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self.trainer.keep(policy, step)

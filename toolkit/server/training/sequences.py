@@ -1,0 +1,248 @@
+"""Token sequences to train on: RL samples from trajectory groups, SFT samples from conversations.
+
+RL uses the engine's own token ids (``prompt_token_ids`` + ``token_ids``) and sampler logprobs of each
+trainable Choice, as ART does; several choices of one history share a sequence while each prompt
+extends the tokens before it. Conversations (SFT, and choices without token ids when
+``allow_training_without_logprobs``) are tokenized with the model's chat template, and only the
+assistant turns (their text and end-of-turn token) carry loss.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerFast
+
+from ...types.training import Choice, History, TrajectoryGroup
+from ..engine.model import BaseModelSpec
+from .loss import balance_advantages, group_advantages, token_weights
+
+NAN = float("nan")
+MISSING_TOKEN_IDS = (
+    "Trainable Choice is missing vLLM prompt_token_ids/token_ids. "
+    "Use a vLLM endpoint with return_token_ids enabled."
+)
+
+
+class UntrainableError(ValueError):
+    """The training data cannot be trained as sent; the message says why and where."""
+
+
+@dataclass
+class Sample:
+    """One training sequence: tokens, which of them are trained, and (RL) their sampler logprobs."""
+
+    tokens: list[int]
+    mask: list[bool]
+    logprobs: list[float] = field(default_factory=list)
+    advantage: float = 0.0
+    weight: float = 1.0
+    trajectory: int = 0
+
+    @property
+    def num_trained(self) -> int:
+        return sum(self.mask)
+
+    def truncated(self, length: int) -> Sample:
+        if len(self.tokens) <= length:
+            return self
+        return Sample(
+            self.tokens[:length],
+            self.mask[:length],
+            self.logprobs[:length],
+            self.advantage,
+            self.weight,
+            self.trajectory,
+        )
+
+
+class ChatFormat:
+    """The model's chat template and tokenizer (``tokenizer.json`` in the model folder)."""
+
+    def __init__(self, spec: BaseModelSpec) -> None:
+        self.tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(Path(spec.folder) / "tokenizer.json"))
+        self.tokenizer.chat_template = spec.chat_template
+        self.eos_ids = set(spec.eos_token_ids)
+
+    def render(self, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool) -> str:
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
+        )
+        assert isinstance(text, str)
+        return text
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def conversation(
+        self, messages: list[dict[str, Any]], tools: Any, trained: Sequence[int] | None = None
+    ) -> tuple[list[int], list[bool]]:
+        """Tokens of a conversation up to its last trained assistant message, with the loss mask.
+
+        ``trained`` lists the indices of the assistant messages that carry loss (all by default).
+        A trained span is the message's text and its end-of-turn token; what the template adds after
+        the end-of-turn token (a newline) is context only.
+        """
+        if trained is None:
+            trained = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        tokens: list[int] = []
+        mask: list[bool] = []
+        done = ""
+        for index in sorted(trained):
+            prompt = self.render(messages[:index], tools, True)
+            full = self.render(messages[: index + 1], tools, False)
+            if not prompt.startswith(done) or not full.startswith(prompt):
+                raise UntrainableError(
+                    "the chat template does not render each message as an extension of the ones before it"
+                )
+            context = self.encode(prompt[len(done) :])
+            span = self.encode(full[len(prompt) :])
+            ends = [i for i, t in enumerate(span) if t in self.eos_ids]
+            cut = ends[-1] + 1 if ends else len(span)
+            tokens += context + span
+            mask += [False] * len(context) + [True] * cut + [False] * (len(span) - cut)
+            done = full
+        return tokens, mask
+
+
+# ----------------------------------------------------------------------------- RL
+
+
+@dataclass
+class RLBatchPlan:
+    """The samples of one RL step and the counts its metrics report."""
+
+    samples: list[Sample]
+    num_groups: int
+    num_groups_trainable: int
+    num_trajectories: int
+
+
+def _choice_tokens(
+    choice: Choice, where: str, allow_without_logprobs: bool
+) -> tuple[list[int], list[int], list[float]] | None:
+    """(prompt ids, completion ids, logprobs) of a choice, or None to tokenize it from its messages."""
+    prompt_ids, token_ids = choice.prompt_token_ids, choice.token_ids
+    if prompt_ids is None or token_ids is None:
+        if allow_without_logprobs:
+            return None
+        raise UntrainableError(f"{where}: {MISSING_TOKEN_IDS}")
+    content = choice.logprobs.content if choice.logprobs is not None else None
+    if content is None:
+        return list(prompt_ids), list(token_ids), [NAN] * len(token_ids)
+    if len(content) != len(token_ids):
+        raise UntrainableError(
+            f"{where}: {len(content)} logprobs for {len(token_ids)} token_ids; they must match one to one"
+        )
+    return list(prompt_ids), list(token_ids), [float(t.logprob) for t in content]
+
+
+def _history_samples(
+    history: History, where: str, fmt: ChatFormat, allow_without_logprobs: bool
+) -> list[Sample]:
+    samples: list[Sample] = []
+    current: Sample | None = None
+    for position, item in enumerate(history.messages_and_choices):
+        if not isinstance(item, Choice):
+            continue
+        at = f"{where}, message {position}"
+        if item.logprobs is None and not allow_without_logprobs:
+            raise UntrainableError(
+                f"{at}: the Choice has no logprobs. Request them (logprobs=True, return_token_ids=True) "
+                "or set allow_training_without_logprobs"
+            )
+        parts = _choice_tokens(item, at, allow_without_logprobs)
+        if parts is None:
+            messages = history.messages()[: position + 1]
+            tools = [t.model_dump(mode="json", exclude_none=True) for t in history.tools or []] or None
+            tokens, mask = fmt.conversation(messages, tools, [position])
+            first = mask.index(True) if True in mask else len(tokens)
+            prompt_ids, token_ids = tokens[:first], tokens[first:]
+            logprobs = [NAN] * len(token_ids)
+        else:
+            prompt_ids, token_ids, logprobs = parts
+        if current is not None and prompt_ids[: len(current.tokens)] == current.tokens:
+            extra = prompt_ids[len(current.tokens) :]
+        else:
+            if current is not None:
+                samples.append(current)
+            current = Sample([], [], [])
+            extra = prompt_ids
+        current.tokens += extra + token_ids
+        current.mask += [False] * len(extra) + [True] * len(token_ids)
+        current.logprobs += [NAN] * len(extra) + logprobs
+    if current is not None:
+        samples.append(current)
+    return samples
+
+
+def rl_samples(
+    groups: Sequence[TrajectoryGroup],
+    fmt: ChatFormat,
+    *,
+    scale_rewards: bool,
+    advantage_balance: float,
+    allow_without_logprobs: bool,
+) -> RLBatchPlan:
+    """Advantages per group; trajectories with zero advantage are dropped (all of a zero-variance group)."""
+    samples: list[Sample] = []
+    trainable_groups = 0
+    trajectory_tokens: list[int] = []
+    trajectory_advantages: list[float] = []
+    for g, group in enumerate(groups):
+        advantages = group_advantages([t.reward for t in group.trajectories], scale_rewards)
+        kept = False
+        for t, (trajectory, advantage) in enumerate(zip(group.trajectories, advantages, strict=True)):
+            if advantage == 0:
+                continue
+            histories = [
+                History(messages_and_choices=trajectory.messages_and_choices, tools=trajectory.tools),
+                *trajectory.additional_histories,
+            ]
+            where = f"group {g}, trajectory {t}"
+            found = [
+                s
+                for h, history in enumerate(histories)
+                for s in _history_samples(
+                    history, where if h == 0 else f"{where}, history {h}", fmt, allow_without_logprobs
+                )
+            ]
+            if not found:
+                continue
+            index = len(trajectory_tokens)
+            for sample in found:
+                sample.advantage, sample.trajectory = advantage, index
+            trajectory_tokens.append(sum(s.num_trained for s in found))
+            trajectory_advantages.append(advantage)
+            samples += found
+            kept = True
+        trainable_groups += kept
+    weights = token_weights(trajectory_tokens)
+    balanced = balance_advantages(trajectory_advantages, trajectory_tokens, weights, advantage_balance)
+    for sample in samples:
+        sample.weight = weights[sample.trajectory]
+        sample.advantage = balanced[sample.trajectory]
+    return RLBatchPlan(samples, len(groups), trainable_groups, len(trajectory_tokens))
+
+
+def pack(samples: Sequence[Sample], length: int, seed: int) -> list[list[Sample]]:
+    """Shuffle, truncate samples to ``length`` tokens, fill minibatches of at most ``length`` tokens."""
+    order = list(samples)
+    random.Random(seed).shuffle(order)
+    batches: list[list[Sample]] = []
+    used = math.inf
+    for sample in order:
+        sample = sample.truncated(length)
+        if sample.num_trained == 0:
+            continue
+        if used + len(sample.tokens) > length:
+            batches.append([])
+            used = 0
+        batches[-1].append(sample)
+        used += len(sample.tokens)
+    return batches

@@ -1,0 +1,233 @@
+"""Gradient steps: one RL step over trajectory groups, or an SFT pass over conversations.
+
+The trainer keeps the weights and AdamW state of the model it trained last in memory, so that
+consecutive jobs of one model continue where the previous one stopped; the optimizer state carries
+over between jobs of the same kind (RL after RL, SFT after SFT) and starts fresh otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel
+
+from ...types.training import JobKind, TrajectoryGroup
+from ..engine.model import BaseModelSpec, load_model
+from .config import RLConfig
+from .forward import Batch, make_batch, token_logprobs
+from .loss import LossInputs, policy_loss
+from .sequences import ChatFormat, Sample, pack, rl_samples
+
+GRAD_CLIP = 1.0
+BETAS: dict[JobKind, tuple[float, float]] = {"rl": (0.9, 0.99), "sft": (0.9, 0.95)}
+
+StepHook = Callable[[dict[str, float]], None]
+
+
+@dataclass
+class Policy:
+    """A model being trained: its weights at ``step`` and the optimizer of the last job kind."""
+
+    model_id: str
+    step: int
+    model: PreTrainedModel
+    kind: JobKind | None = None
+    optimizer: torch.optim.Optimizer | None = None
+
+    def optimizer_for(self, kind: JobKind) -> torch.optim.Optimizer:
+        if self.optimizer is None or self.kind != kind:
+            self.optimizer = torch.optim.AdamW(
+                self.model.parameters(), lr=0.0, betas=BETAS[kind], weight_decay=0.0
+            )
+            self.kind = kind
+        return self.optimizer
+
+
+class Trainer:
+    """Loads policies (reusing the one in memory when it is at the wanted step) and runs steps."""
+
+    def __init__(self) -> None:
+        torch.set_num_threads(2)
+        self._policy: Policy | None = None
+        self._formats: dict[str, ChatFormat] = {}
+
+    def chat_format(self, spec: BaseModelSpec) -> ChatFormat:
+        if spec.name not in self._formats:
+            self._formats[spec.name] = ChatFormat(spec)
+        return self._formats[spec.name]
+
+    def policy(self, model_id: str, step: int, spec: BaseModelSpec, weights: Path | None) -> Policy:
+        current = self._policy
+        if current is None or current.model_id != model_id or current.step != step:
+            current = Policy(model_id, step, load_model(spec, weights))
+        self._policy = None  # until the job commits, the weights in memory are in flux
+        return current
+
+    def keep(self, policy: Policy, step: int) -> None:
+        """The job saved ``policy`` as ``step``: keep it for the next job of the model."""
+        policy.step = step
+        self._policy = policy
+
+
+def _clip_and_step(model: PreTrainedModel, optimizer: torch.optim.Optimizer, lr: float) -> float:
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP))
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+# ----------------------------------------------------------------------------- RL
+
+
+@dataclass
+class RLPlan:
+    batches: list[list[Sample]]
+    num_groups: int
+    num_groups_trainable: int
+    num_trajectories: int
+
+
+def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, seed: int) -> RLPlan:
+    """Tokenize, compute advantages and split into minibatches (one gradient step each)."""
+    plan = rl_samples(
+        groups,
+        fmt,
+        scale_rewards=cfg.scale_rewards,
+        advantage_balance=cfg.advantage_balance,
+        allow_without_logprobs=cfg.allow_training_without_logprobs,
+    )
+    batches = pack(plan.samples, cfg.packed_sequence_length, seed)
+    return RLPlan(batches, plan.num_groups, plan.num_groups_trainable, plan.num_trajectories)
+
+
+def _logprobs_without_grad(model: PreTrainedModel, batch: Batch, chunk: int) -> torch.Tensor:
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, batch, chunk, with_entropy=False)
+    return logp
+
+
+def run_rl(
+    policy: Policy,
+    plan: RLPlan,
+    cfg: RLConfig,
+    *,
+    pad_id: int,
+    lr_multiplier: float,
+    reference: PreTrainedModel | None,
+    on_step: StepHook,
+) -> None:
+    """One gradient step per minibatch; ``on_step`` gets each step's metrics (and may raise to stop)."""
+    model = policy.model
+    optimizer = policy.optimizer_for("rl")
+    chunk = cfg.logprob_calculation_chunk_size
+    batches = [make_batch(b, pad_id) for b in plan.batches]
+    model.eval()  # no dropout: the recomputed logprobs must match the sampler's
+    sampler: list[torch.Tensor | None] = [None] * len(batches)
+    if cfg.precalculate_logprobs:
+        for i, batch in enumerate(batches):
+            sampler[i] = batch.logprobs
+            batch.logprobs = _logprobs_without_grad(model, batch, chunk)
+    references = [
+        _logprobs_without_grad(reference, b, chunk) if reference is not None else None for b in batches
+    ]
+    for i, (samples, batch) in enumerate(zip(plan.batches, batches, strict=True)):
+        new, entropy = token_logprobs(model, batch, chunk)
+        out = policy_loss(
+            LossInputs(
+                new_logprobs=new,
+                old_logprobs=batch.logprobs,
+                advantages=batch.advantages,
+                mask=batch.mask,
+                weights=batch.weights,
+                sampler_logprobs=sampler[i],
+                ref_logprobs=references[i],
+                entropy=entropy,
+            ),
+            cfg,
+        )
+        out.loss.backward()
+        num_trajectories = len({s.trajectory for s in samples})
+        lr = (
+            cfg.learning_rate
+            * lr_multiplier
+            * num_trajectories**cfg.num_trajectories_learning_rate_multiplier_power
+        )
+        grad_norm = _clip_and_step(model, optimizer, lr)
+        on_step(
+            {
+                "loss": float(out.loss.detach()),
+                "grad_norm": grad_norm,
+                "learning_rate": lr,
+                "num_trajectories": float(num_trajectories),
+                "num_trainable_tokens": float(batch.mask.sum()),
+                "num_tokens": float(batch.attention.sum()),
+                **out.metrics,
+            }
+        )
+
+
+def reward_std_lr_multiplier(history: Sequence[tuple[int, float]]) -> float:
+    """``scale_learning_rate_by_reward_std_dev``: fit ``reward_std_dev ~ a + b * step`` over the
+    model's history and scale by ``(a + b * last step) / a`` (1 when it cannot be fitted, a <= 0)."""
+    if len(history) < 2:
+        return 1.0
+    xs = [float(s) for s, _ in history]
+    ys = [v for _, v in history]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return 1.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+    intercept = my - slope * mx
+    if intercept <= 0:
+        return 1.0
+    return max(0.0, (intercept + slope * xs[-1]) / intercept)
+
+
+# ----------------------------------------------------------------------------- SFT
+
+
+def sft_batches(samples: Sequence[Sample], batch_size: int) -> list[list[Sample]]:
+    return [list(samples[i : i + batch_size]) for i in range(0, len(samples), batch_size)]
+
+
+def run_sft(
+    policy: Policy,
+    batches: Sequence[Sequence[Sample]],
+    learning_rates: Sequence[float],
+    *,
+    pad_id: int,
+    chunk_size: int,
+    on_step: StepHook,
+) -> None:
+    """Next-token cross-entropy on assistant tokens, averaged over the batch's assistant tokens."""
+    model = policy.model
+    optimizer = policy.optimizer_for("sft")
+    model.train()
+    try:
+        for samples, lr in zip(batches, learning_rates, strict=True):
+            batch = make_batch(samples, pad_id)
+            logp, entropy = token_logprobs(model, batch, chunk_size)
+            count = batch.mask.sum()
+            loss = -(logp * batch.mask).sum() / count.clamp(min=1)
+            loss.backward()
+            grad_norm = _clip_and_step(model, optimizer, lr)
+            assert entropy is not None
+            on_step(
+                {
+                    "loss": float(loss.detach()),
+                    "grad_norm": grad_norm,
+                    "learning_rate": lr,
+                    "entropy": float((entropy * batch.mask).sum() / count.clamp(min=1)),
+                    "num_trajectories": float(len(samples)),
+                    "num_trainable_tokens": float(count),
+                    "num_tokens": float(batch.attention.sum()),
+                }
+            )
+    finally:
+        model.eval()

@@ -1,0 +1,10 @@
+"""ipywidgets views over the client: build trajectories, launch and monitor jobs, explore checkpoints,
+compare models side by side and browse traces. Each widget's logic lives in plain methods."""
+
+from .builder import TrajectoryBuilder
+from .chat import ChatCompare
+from .checkpoints import CheckpointExplorer
+from .launcher import JobLauncher
+from .monitor import JobMonitor
+
+__all__ = ["ChatCompare", "CheckpointExplorer", "JobLauncher", "JobMonitor", "TrajectoryBuilder"]

@@ -1,0 +1,141 @@
+"""CheckpointExplorer: the checkpoints of one or more models as a table and a metric figure, with
+select-and-delete (confirmed) and "chat with this checkpoint"."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ipywidgets as w
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import frames, plots
+from ..client import Client
+from ..types.training import Model
+from ._common import button, error_text, frame_html, message, refresh_figure
+from .chat import ChatCompare
+
+
+def checkpoint_name(model: Model, step: int) -> str:
+    """The name the chat endpoint serves a checkpoint under: ``<model name>:step<N>``."""
+    return f"{model.name}:step{step}"
+
+
+class CheckpointExplorer(w.VBox):
+    """Every checkpoint (all pages) of the chosen models; pick a metric to plot over steps, select
+    checkpoints to delete (after a confirmation) or to open in a :class:`ChatCompare`."""
+
+    def __init__(self, client: Client, model_ids: Sequence[str] = ()) -> None:
+        self.client = client
+        self.checkpoints: pd.DataFrame = frames.checkpoints_frame([])
+        self._models: dict[str, Model] = {}
+        self.models = w.SelectMultiple(description="models", rows=4, layout=w.Layout(width="420px"))
+        self.metric = w.Dropdown(description="metric", options=[])
+        self.selection = w.SelectMultiple(description="checkpoints", rows=6, layout=w.Layout(width="420px"))
+        self.figure = go.FigureWidget(plots.checkpoint_metrics(self.checkpoints, "step"))
+        self.table = w.HTML()
+        self.status = w.HTML()
+        self.confirm_box = w.HBox(layout=w.Layout(display="none"))
+        self.chat_area = w.VBox()
+        self.pending: list[tuple[str, int]] = []
+        self.metric.observe(lambda _: self._plot(), "value")
+        super().__init__(
+            [
+                w.HBox([self.models, button("Load", self.refresh, "primary", "refresh")]),
+                w.HBox([self.metric]),
+                self.figure,
+                self.table,
+                w.HBox(
+                    [
+                        self.selection,
+                        w.VBox(
+                            [
+                                button("Delete…", self.request_delete, "danger", "trash"),
+                                button("Chat with this checkpoint", self.chat, icon="comments"),
+                            ]
+                        ),
+                    ]
+                ),
+                self.confirm_box,
+                self.status,
+                self.chat_area,
+            ]
+        )
+        self.load_models(select=model_ids)
+
+    # ------------------------------------------------------------------ logic
+
+    def load_models(self, select: Sequence[str] = ()) -> None:
+        self._models = {m.id: m for m in self.client.models.list()}
+        self.models.options = [(f"{m.project}/{m.name}", m.id) for m in self._models.values()]
+        self.models.value = tuple(m for m in select if m in self._models)
+        if self.models.value:
+            self.refresh()
+
+    def refresh(self) -> pd.DataFrame:
+        """Read every checkpoint of the selected models; update the table, metric list and figure."""
+        ids = list(self.models.value)
+        self.checkpoints = (
+            frames.fetch_checkpoints(self.client, *ids) if ids else frames.checkpoints_frame([])
+        )
+        metrics = [c for c in self.checkpoints.columns if c not in frames.CHECKPOINT_COLUMNS]
+        current = self.metric.value
+        self.metric.options = metrics
+        self.metric.value = current if current in metrics else (metrics[0] if metrics else None)
+        self.selection.options = [
+            (f"{self._label(m)} step {s}", (m, int(s)))
+            for m, s in zip(self.checkpoints["model_id"], self.checkpoints["step"], strict=True)
+        ]
+        self.table.value = frame_html(self.checkpoints.drop(columns=["id"]))
+        self._plot()
+        return self.checkpoints
+
+    def request_delete(self, selected: Sequence[tuple[str, int]] | None = None) -> None:
+        """Ask to confirm deleting the selected checkpoints; nothing is deleted yet."""
+        self.pending = list(selected if selected is not None else self.selection.value)
+        if not self.pending:
+            self.status.value = message("info", "select checkpoints first")
+            return
+        text = ", ".join(f"{self._label(m)}:step{s}" for m, s in self.pending)
+        self.confirm_box.children = [
+            w.HTML(message("error", f"Delete {len(self.pending)} checkpoint(s)? {text}")),
+            button("Confirm delete", self.confirm_delete, "danger"),
+            button("Cancel", self.cancel_delete),
+        ]
+        self.confirm_box.layout.display = None
+
+    def confirm_delete(self) -> int:
+        """Delete the checkpoints of the pending request; returns how many went."""
+        deleted = 0
+        try:
+            for model_id in dict.fromkeys(m for m, _ in self.pending):
+                steps = [s for m, s in self.pending if m == model_id]
+                deleted += self.client.models.checkpoints.delete(model_id, steps).deleted_count
+            self.status.value = message("ok", f"deleted {deleted} checkpoint(s)")
+        except Exception as exc:
+            self.status.value = message("error", error_text(exc))
+        self.cancel_delete()
+        self.refresh()
+        return deleted
+
+    def cancel_delete(self) -> None:
+        self.pending = []
+        self.confirm_box.layout.display = "none"
+
+    def chat(self, selected: Sequence[tuple[str, int]] | None = None) -> ChatCompare:
+        """A :class:`ChatCompare` over the selected checkpoints, shown below the table."""
+        picked = list(selected if selected is not None else self.selection.value)
+        names = [checkpoint_name(self._models[m], s) for m, s in picked]
+        compare = ChatCompare(self.client, models=names)
+        self.chat_area.children = [compare]
+        return compare
+
+    # ------------------------------------------------------------------ rendering
+
+    def _label(self, model_id: str) -> str:
+        model = self._models.get(model_id)
+        return model.name if model else model_id[:8]
+
+    def _plot(self) -> None:
+        df = self.checkpoints.assign(model_id=self.checkpoints["model_id"].map(self._label))
+        refresh_figure(self.figure, plots.checkpoint_metrics(df, self.metric.value or "step"))
