@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.server.store.db import Database
 from toolkit.server.store.migrations import MIGRATIONS
 from toolkit.server.store.models import Models
 
+BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base model (toolkit.server.engine.model)
 MODEL_KEYS = {"id", "entity", "project", "name", "base_model", "run_id", "created_at", "latest_step"}
 CHECKPOINT_KEYS = {"id", "step", "metrics", "created_at"}
 ENVELOPE_KEYS = {"object", "data", "has_more", "first_id", "last_id"}

@@ -24,6 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
         base_model=Path(args.base_model).resolve() if args.base_model else None,
         trust_request_chat_template=args.trust_request_chat_template,
         priority_scheduling=args.scheduling_policy == "priority",
+        max_num_seqs=args.max_num_seqs,
     )
     serve(settings)
     return 0
@@ -73,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         help="accept chat_template in requests (always rendered in jinja2's sandbox)",
     )
     serve.add_argument("--scheduling-policy", choices=["fcfs", "priority"], default="fcfs")
+    serve.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=32,
+        help="sequences decoded at once; more requests wait (default: 32)",
+    )
     serve.set_defaults(func=_serve)
 
     keys = sub.add_parser("keys", help="manage API keys")

@@ -327,18 +327,18 @@ def calls_frame(calls: Iterable[BaseModel | Mapping[str, Any]]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- straight from a client
 
 
-def fetch_events(client: Client, job_id: str) -> pd.DataFrame:
+def fetch_events(client: Client, job_id: str, page: int = 100) -> pd.DataFrame:
     """Every event of a job (all pages)."""
-    return events_frame(client.training_jobs.events.list(job_id, limit=100))
+    return events_frame(client.training_jobs.events.list(job_id, limit=page))
 
 
 def fetch_jobs(client: Client, job_ids: Iterable[str]) -> pd.DataFrame:
     return jobs_frame(client.training_jobs.retrieve(j) for j in job_ids)
 
 
-def fetch_checkpoints(client: Client, *model_ids: str) -> pd.DataFrame:
-    """Every checkpoint of each model (all pages), ``model_id`` telling them apart."""
-    frames = [checkpoints_frame(client.models.checkpoints.list(m, limit=100), model_id=m) for m in model_ids]
+def fetch_checkpoints(client: Client, *model_ids: str, page: int = 100) -> pd.DataFrame:
+    """Every checkpoint of each model (all pages of ``page`` items), ``model_id`` telling them apart."""
+    frames = [checkpoints_frame(client.models.checkpoints.list(m, limit=page), model_id=m) for m in model_ids]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 

@@ -9,6 +9,7 @@ from ..types.chat import ModelCardList
 from ..types.training import Health, SystemCheck
 from ._transport import AsyncTransport, Config, Op, SyncTransport
 from .inference import AsyncChat, Chat, op_served_models
+from .traces import AsyncTraces, Traces
 from .training import (
     Artifacts,
     AsyncArtifacts,
@@ -78,6 +79,7 @@ class Client:
         self.sft_training_jobs = SFTTrainingJobs(t)
         self.artifacts = Artifacts(t)
         self.chat = Chat(t)
+        self.traces = Traces(t)
 
     def health(self) -> Health:
         return self._transport.run(op_health())
@@ -124,6 +126,7 @@ class AsyncClient:
         self.sft_training_jobs = AsyncSFTTrainingJobs(t)
         self.artifacts = AsyncArtifacts(t)
         self.chat = AsyncChat(t)
+        self.traces = AsyncTraces(t)
 
     async def health(self) -> Health:
         return await self._transport.run(op_health())

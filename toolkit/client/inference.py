@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from ..types.chat import ChatCompletion, ChatCompletionChunk, ModelCardList
+from ..types.chat import ChatCompletion, ChatCompletionChunk, ModelCardList, UsageReport
+from ._observe import aobserve, observe
 from ._transport import AsyncTransport, Op, SyncTransport
 
 
@@ -32,6 +33,10 @@ def op_chat(
 
 def op_served_models() -> Op[ModelCardList]:
     return Op("GET", "/models", ModelCardList.model_validate, service="inference")
+
+
+def op_usage(project: str | None) -> Op[UsageReport]:
+    return Op("GET", "/usage", UsageReport.model_validate, service="inference", params={"project": project})
 
 
 class Completions:
@@ -69,15 +74,21 @@ class Completions:
         """Create a chat completion; with ``stream=True`` an iterator of typed chunks.
 
         Every request field of the vLLM chat API is a keyword (``temperature``, ``logprobs``,
-        ``return_token_ids``, ``structured_outputs``, ...).
+        ``return_token_ids``, ``structured_outputs``, ...). ``completion.trainable_choice(i)`` turns a
+        choice into the :class:`~toolkit.types.training.Choice` a trajectory carries.
         """
         op = op_chat(messages, model, params, stream)
-        return self._t.stream(op) if stream else self._t.run(op)
+        return self._t.stream(op) if stream else observe(op.json, lambda: self._t.run(op))
 
 
 class Chat:
     def __init__(self, t: SyncTransport) -> None:
+        self._t = t
         self.completions = Completions(t)
+
+    def usage(self, project: str | None = None) -> UsageReport:
+        """Chat usage per team/project and model (``GET {inference_url}/usage``, a local-server extension)."""
+        return self._t.run(op_usage(project))
 
 
 class AsyncCompletions:
@@ -115,9 +126,13 @@ class AsyncCompletions:
         op = op_chat(messages, model, params, stream)
         if stream:
             return self._t.stream(op)
-        return await self._t.run(op)
+        return await aobserve(op.json, self._t.run(op))
 
 
 class AsyncChat:
     def __init__(self, t: AsyncTransport) -> None:
+        self._t = t
         self.completions = AsyncCompletions(t)
+
+    async def usage(self, project: str | None = None) -> UsageReport:
+        return await self._t.run(op_usage(project))

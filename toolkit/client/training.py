@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -30,11 +30,16 @@ from ..types.training import (
 )
 from ._pagination import AsyncPaginator, CursorPage, PageOp
 from ._transport import AsyncTransport, Op, SyncTransport
+from .sft_data import SFTData, train_jsonl
+
+if TYPE_CHECKING:
+    from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
 
 Order = Literal["asc", "desc"]
 GroupLike = TrajectoryGroup | Mapping[str, Any]
 _MODELS = TypeAdapter(list[Model])
 _ARTIFACTS = TypeAdapter(list[Artifact])
+_JOBS = TypeAdapter(list[TrainingJob])
 
 
 def wire(value: BaseModel | Mapping[str, Any]) -> Any:
@@ -139,6 +144,10 @@ def op_create_sft_job(
 
 def op_get_job(job_id: str) -> Op[TrainingJob]:
     return Op("GET", f"/v1/preview/training-jobs/{job_id}", TrainingJob.model_validate)
+
+
+def op_list_jobs(model_id: str | None) -> Op[list[TrainingJob]]:
+    return Op("GET", "/v1/preview/training-jobs", _JOBS.validate_python, params={"model_id": model_id})
 
 
 def op_cancel_job(job_id: str) -> Op[TrainingJob]:
@@ -265,8 +274,20 @@ class TrainingJobs:
         model_id: str,
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
-    ) -> TrainingJobCreated:
-        return self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
+    ) -> TrainingJobHandle:
+        """Start an RL step over the groups; the handle follows the job (``wait()``, ``events()``)."""
+        created = self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
+        return self.handle(created.id, model_id)
+
+    def handle(self, job_id: str, model_id: str | None = None) -> TrainingJobHandle:
+        """A handle of an existing job (RL or SFT)."""
+        from .jobs import TrainingJobHandle
+
+        return TrainingJobHandle.bind(job_id, self._t, model_id)
+
+    def list(self, *, model_id: str | None = None) -> builtins.list[TrainingJob]:
+        """Extension: the caller's jobs, oldest first."""
+        return self._t.run(op_list_jobs(model_id))
 
     def retrieve(self, job_id: str) -> TrainingJob:
         return self._t.run(op_get_job(job_id))
@@ -286,8 +307,26 @@ class SFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
-    ) -> TrainingJobCreated:
-        return self._t.run(op_create_sft_job(model_id, training_data_url, config))
+    ) -> TrainingJobHandle:
+        from .jobs import TrainingJobHandle
+
+        created = self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        return TrainingJobHandle.bind(created.id, self._t, model_id)
+
+    def create_from_data(
+        self,
+        *,
+        model_id: str,
+        data: SFTData,
+        config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> TrainingJobHandle:
+        """Upload ``data`` (trajectories, message lists or a JSONL file) as ``train.jsonl`` to the
+        model's project, then start an SFT job on it."""
+        model = self._t.run(op_get_model(model_id))
+        files = {"train.jsonl": train_jsonl(data)}
+        artifact = self._t.run(op_upload_artifact(model.project, files, model.entity, name, model_id))
+        return self.create(model_id=model_id, training_data_url=artifact.url, config=config)
 
 
 class Artifacts:
@@ -387,8 +426,17 @@ class AsyncTrainingJobs:
         model_id: str,
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
-    ) -> TrainingJobCreated:
-        return await self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
+    ) -> AsyncTrainingJobHandle:
+        created = await self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
+        return self.handle(created.id, model_id)
+
+    def handle(self, job_id: str, model_id: str | None = None) -> AsyncTrainingJobHandle:
+        from .jobs import AsyncTrainingJobHandle
+
+        return AsyncTrainingJobHandle.bind(job_id, self._t, model_id)
+
+    async def list(self, *, model_id: str | None = None) -> builtins.list[TrainingJob]:
+        return await self._t.run(op_list_jobs(model_id))
 
     async def retrieve(self, job_id: str) -> TrainingJob:
         return await self._t.run(op_get_job(job_id))
@@ -408,8 +456,24 @@ class AsyncSFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
-    ) -> TrainingJobCreated:
-        return await self._t.run(op_create_sft_job(model_id, training_data_url, config))
+    ) -> AsyncTrainingJobHandle:
+        from .jobs import AsyncTrainingJobHandle
+
+        created = await self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        return AsyncTrainingJobHandle.bind(created.id, self._t, model_id)
+
+    async def create_from_data(
+        self,
+        *,
+        model_id: str,
+        data: SFTData,
+        config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> AsyncTrainingJobHandle:
+        model = await self._t.run(op_get_model(model_id))
+        files = {"train.jsonl": train_jsonl(data)}
+        artifact = await self._t.run(op_upload_artifact(model.project, files, model.entity, name, model_id))
+        return await self.create(model_id=model_id, training_data_url=artifact.url, config=config)
 
 
 class AsyncArtifacts:

@@ -14,11 +14,12 @@ import uvicorn
 from fastapi import FastAPI
 
 from .. import __version__
+from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers
 from .jobs import JobQueue
 from .limits import BodySizeLimit
-from .routes import artifacts, models, service, training_jobs
+from .routes import artifacts, chat, models, service, training_jobs
 from .settings import Settings
 from .state import Services
 from .store.artifacts import Artifacts
@@ -27,7 +28,10 @@ from .store.jobs import Jobs
 from .store.logs import TrajectoryLogs
 from .store.migrations import MIGRATIONS
 from .store.models import Models
+from .store.usage import ChatUsage
 from .store.users import Users
+from .traces import routes as trace_routes
+from .traces.service import TraceService
 from .training.runner import TrainingRunner
 
 log = logging.getLogger("toolkit.server")
@@ -53,6 +57,12 @@ def open_services(settings: Settings) -> Services:
         base_models={base.name: base},
     )
     svc.trainer = TrainingRunner(db, models_store, Jobs(db), svc.jobs, svc.base_models, svc.checkpoints_dir)
+    svc.traces = TraceService(settings.data_dir / "traces.db")
+    svc.usage = ChatUsage(db)
+    svc.engine = Engine.for_model(
+        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
+    )
+    svc.engine.start()
     ensure_local_key(svc)
     return svc
 
@@ -83,14 +93,17 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             withdraw(settings.server_file)
+            svc.engine.stop()
             svc.trainer.stop()
             svc.jobs.stop()
+            svc.traces.close()
             svc.db.close()
 
     app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
     install_handlers(app)
-    for module in (service, models, artifacts, training_jobs):
+    for module in (service, models, artifacts, training_jobs, chat):
         app.include_router(module.router)
+    app.include_router(trace_routes.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app
 

@@ -18,6 +18,7 @@ class Settings:
     base_model: Path | None = None
     trust_request_chat_template: bool = False
     priority_scheduling: bool = False
+    max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
     max_body_bytes: int = MAX_BODY_BYTES
     url: str | None = None  # set by ``serve`` once bound; announced in server.json when ready
     extra: dict[str, str] = field(default_factory=dict)

@@ -32,6 +32,7 @@ class Services:
     engine: Any = None
     trainer: Any = None
     traces: Any = None
+    usage: Any = None  # chat usage per team/project and model (store.usage.ChatUsage)
 
     @property
     def checkpoints_dir(self) -> Path:

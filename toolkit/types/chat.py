@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from .common import WireModel
-from .training import ChoiceLogprobs, ChoiceMessage, ToolCall
+from .training import Choice, ChoiceLogprobs, ChoiceMessage, ToolCall
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -114,15 +114,38 @@ class PromptTokensDetails(WireModel):
 
 
 class Usage(WireModel):
+    """Token counts (vLLM's key order); ``cached_tokens`` are prompt tokens served from the prefix cache."""
+
     prompt_tokens: int = 0
     total_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: dict[str, int] | None = None
+
+
+class AssistantMessage(WireModel):
+    """The generated message of a choice; ``tool_calls`` is left out of the JSON when there are none."""
+
+    role: str = "assistant"
+    content: str | None = None
+    refusal: str | None = None
+    annotations: list[dict[str, Any]] | None = None
+    audio: dict[str, Any] | None = None
+    function_call: dict[str, Any] | None = None
+    tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_tool_calls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("tool_calls"):
+            data.pop("tool_calls", None)
+        return data
 
 
 class ChatCompletionChoice(WireModel):
     index: int
-    message: ChoiceMessage
+    message: AssistantMessage
     logprobs: ChoiceLogprobs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
@@ -135,12 +158,32 @@ class ChatCompletion(WireModel):
     created: int
     model: str
     choices: list[ChatCompletionChoice]
-    usage: Usage
     service_tier: str | None = None
     system_fingerprint: str | None = None
+    usage: Usage
     prompt_logprobs: list[dict[str, Any] | None] | None = None
     prompt_token_ids: list[int] | None = None
     kv_transfer_params: dict[str, Any] | None = None
+
+    def trainable_choice(self, index: int = 0) -> Choice:
+        """Choice ``index`` as a trajectory carries it: message, logprobs and token ids (request them
+        with ``logprobs=True`` and ``return_token_ids=True``)."""
+        choice = next(c for c in self.choices if c.index == index)
+        message = ChoiceMessage(
+            role=choice.message.role,
+            content=choice.message.content,
+            refusal=choice.message.refusal,
+            tool_calls=choice.message.tool_calls,
+            reasoning=choice.message.reasoning,
+        )
+        return Choice(
+            index=choice.index,
+            message=message,
+            finish_reason=choice.finish_reason,
+            logprobs=choice.logprobs,
+            token_ids=choice.token_ids,
+            prompt_token_ids=self.prompt_token_ids,
+        )
 
 
 class DeltaMessage(WireModel):
@@ -160,6 +203,8 @@ class ChunkChoice(WireModel):
 
 
 class ChatCompletionChunk(WireModel):
+    """One SSE event of a stream; the server writes only the keys it set (vLLM's ``exclude_unset``)."""
+
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
@@ -168,6 +213,27 @@ class ChatCompletionChunk(WireModel):
     usage: Usage | None = None
     system_fingerprint: str | None = None
     prompt_token_ids: list[int] | None = None
+
+    def wire_json(self) -> str:
+        """The event's JSON as vLLM writes it: set keys only, and no nulls in the usage-only chunk."""
+        return self.model_dump_json(exclude_unset=True, exclude_none=not self.choices)
+
+
+class ProjectUsage(WireModel):
+    """Chat usage of one team/project and model (``GET /v1/usage``, an extension)."""
+
+    project: str
+    model: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cached_tokens: int
+
+
+class UsageReport(WireModel):
+    object: Literal["list"] = "list"
+    data: list[ProjectUsage]
 
 
 class ModelCard(WireModel):

@@ -7,8 +7,10 @@ keep their ``$`` names (``{"$expr": {"$eq": [...]}}``) and are carried as plain 
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -16,6 +18,17 @@ from .common import WireModel
 
 Json = Any
 SortDirection = Literal["asc", "desc"]
+
+
+def uuid7() -> str:
+    """A time-ordered UUIDv7 string, the id format Weave clients generate."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (ms & (2**48 - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & (2**62 - 1)
+    )
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Query(WireModel):
@@ -158,8 +171,11 @@ class CallBatchEnd(WireModel):
     req: CallEndReq
 
 
+CallBatchItem = Annotated[CallBatchStart | CallBatchEnd, Field(discriminator="mode")]
+
+
 class CallCreateBatchReq(WireModel):
-    batch: list[CallBatchStart | CallBatchEnd] = Field(discriminator="mode")
+    batch: list[CallBatchItem]
 
 
 class CallCreateBatchRes(WireModel):

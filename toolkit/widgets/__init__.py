@@ -6,5 +6,13 @@ from .chat import ChatCompare
 from .checkpoints import CheckpointExplorer
 from .launcher import JobLauncher
 from .monitor import JobMonitor
+from .traces import TraceBrowser
 
-__all__ = ["ChatCompare", "CheckpointExplorer", "JobLauncher", "JobMonitor", "TrajectoryBuilder"]
+__all__ = [
+    "ChatCompare",
+    "CheckpointExplorer",
+    "JobLauncher",
+    "JobMonitor",
+    "TraceBrowser",
+    "TrajectoryBuilder",
+]

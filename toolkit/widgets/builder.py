@@ -41,7 +41,7 @@ class TrajectoryBuilder(w.VBox):
             placeholder="JSONL: one trajectory group per line", layout=w.Layout(width="100%")
         )
         self.split = w.Text(value="val", description="split")
-        self.model_id = w.Text(placeholder="model id", description="model")
+        self.log_model = w.Text(placeholder="model id", description="model")
         self.draft_view = w.HTML()
         self.table = w.HTML()
         self.status = w.HTML()
@@ -74,7 +74,7 @@ class TrajectoryBuilder(w.VBox):
                     [
                         button("Import JSONL", lambda: self.import_jsonl(self.jsonl.value)),
                         button("Export JSONL", lambda: setattr(self.jsonl, "value", self.to_jsonl())),
-                        self.model_id,
+                        self.log_model,
                         self.split,
                         button("Log to model", self._log_clicked),
                     ]
@@ -176,7 +176,7 @@ class TrajectoryBuilder(w.VBox):
         self._render()
         return len(new)
 
-    def log(self, model_id: str, split: str | None = None) -> LogResponse:
+    def log_groups(self, model_id: str, split: str | None = None) -> LogResponse:
         """Send the groups to ``/log`` of a model and show the metrics it computed."""
         if self.client is None:
             raise ValueError("TrajectoryBuilder needs a client to log")
@@ -194,7 +194,7 @@ class TrajectoryBuilder(w.VBox):
 
     def _log_clicked(self) -> None:
         try:
-            self.log(self.model_id.value)
+            self.log_groups(self.log_model.value)
         except Exception as exc:
             self.status.value = message("error", error_text(exc))
 

@@ -81,12 +81,14 @@ class CheckpointExplorer(w.VBox):
         metrics = [c for c in self.checkpoints.columns if c not in frames.CHECKPOINT_COLUMNS]
         current = self.metric.value
         self.metric.options = metrics
-        self.metric.value = current if current in metrics else (metrics[0] if metrics else None)
+        preferred = next((m for m in metrics if m.endswith("/reward")), metrics[0] if metrics else None)
+        self.metric.value = current if current in metrics else preferred
         self.selection.options = [
             (f"{self._label(m)} step {s}", (m, int(s)))
             for m, s in zip(self.checkpoints["model_id"], self.checkpoints["step"], strict=True)
         ]
-        self.table.value = frame_html(self.checkpoints.drop(columns=["id"]))
+        named = self.checkpoints.assign(model_id=self.checkpoints["model_id"].map(self._label))
+        self.table.value = frame_html(named.drop(columns=["id"]).rename(columns={"model_id": "model"}))
         self._plot()
         return self.checkpoints
 

@@ -56,7 +56,7 @@ class Codec:
         if not text.endswith(REPLACEMENT) or not previous:
             return "" if text.endswith(REPLACEMENT) else text
         for k in range(1, min(4, len(previous)) + 1):
-            head = self.tok.decode(previous[-k:])
+            head = self.tok.decode(previous[-k:]).rstrip(REPLACEMENT)
             full = self.tok.decode([*previous[-k:], token_id])
             if not full.endswith(REPLACEMENT) and full.startswith(head):
                 return str(full[len(head) :])

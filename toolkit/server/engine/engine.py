@@ -27,7 +27,7 @@ from .model import BaseModelSpec, load_model
 from .prefix_cache import BLOCK, PrefixCache, block_keys
 from .runner import Runner, SlotCache
 from .sampling import SamplingParams, StepResult, sample
-from .structured import GuidedRow
+from .structured import Compiler, GuidedRow
 
 log = logging.getLogger("toolkit.engine")
 TORCH_THREADS = 2
@@ -129,6 +129,7 @@ class Engine:
         priority_scheduling: bool = False,
     ) -> None:
         self.spec, self.codec = spec, codec
+        self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
         self.priority_scheduling = priority_scheduling
         self.prefix_cache = PrefixCache()
@@ -141,12 +142,23 @@ class Engine:
         self._stopping = False
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
+        torch.set_num_threads(TORCH_THREADS)
+        self.vocab_size = self.runner(Weights("base")).vocab_size
 
     # ------------------------------------------------------------------ lifecycle
 
+    @classmethod
+    def for_model(
+        cls, spec: BaseModelSpec, *, max_num_seqs: int = 32, priority_scheduling: bool = False
+    ) -> Engine:
+        return cls(
+            spec,
+            Codec.from_folder(spec.folder),
+            max_num_seqs=max_num_seqs,
+            priority_scheduling=priority_scheduling,
+        )
+
     def start(self) -> None:
-        torch.set_num_threads(TORCH_THREADS)
-        self.runner(Weights("base"))
         self._thread.start()
 
     def stop(self) -> None:
@@ -154,6 +166,7 @@ class Engine:
             self._stopping = True
             self._wake.notify()
         self._thread.join(timeout=10)
+        self.compiler.close()
 
     def runner(self, weights: Weights) -> Runner:
         """The runner of ``weights``, loading them on first use (LRU of a few)."""

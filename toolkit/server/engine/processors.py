@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from .sampling import LogitsProcessor
@@ -47,6 +48,13 @@ REGISTRY: dict[str, Callable[..., LogitsProcessor]] = {
 }
 
 
-def build(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> LogitsProcessor:
-    """The processor registered as ``name``; KeyError if unknown, TypeError/ValueError on bad arguments."""
-    return REGISTRY[name](*(args or []), **(kwargs or {}))
+def build(
+    name: str, args: list[Any] | None, kwargs: dict[str, Any] | None, vocab_size: int
+) -> LogitsProcessor:
+    """The processor registered as ``name``, tried once on a blank row of ``vocab_size`` logits.
+
+    KeyError if unknown; TypeError, ValueError or IndexError on bad arguments.
+    """
+    processor = REGISTRY[name](*(args or []), **(kwargs or {}))
+    processor([], torch.zeros(vocab_size))
+    return processor

@@ -12,20 +12,20 @@ IM_START, IM_END, EOS, PAD = "<|im_start|>", "<|im_end|>", "<|eos|>", "<|pad|>"
 SPECIAL_TOKENS = (IM_START, IM_END, EOS, PAD)
 
 CHATML_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\n# Tools\n{{ tools | tojson }}<|im_end|>\n{% endif -%}"
-    "{%- if documents %}<|im_start|>system\n# Documents\n"
-    "{%- for d in documents %}\n{{ d.title | default('') }}: {{ d.text | default('') }}{% endfor %}"
-    "<|im_end|>\n{% endif -%}"
-    "{%- for message in messages -%}"
+    "{% if tools %}<|im_start|>system\n# Tools\n{{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{% if documents %}<|im_start|>system\n# Documents\n"
+    "{% for d in documents %}{{ d.title | default('') }}: {{ d.text | default('') }}\n{% endfor %}"
+    "<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
     "<|im_start|>{{ message.role }}\n"
-    "{%- if message.content is string %}{{ message.content }}"
-    "{%- elif message.content %}{% for part in message.content %}{{ part.text | default('') }}{% endfor %}"
-    "{%- endif %}"
-    "{%- if message.tool_calls %}{% for call in message.tool_calls %}"
+    "{% if message.content is string %}{{ message.content }}"
+    "{% elif message.content %}{% for part in message.content %}{{ part.text | default('') }}{% endfor %}"
+    "{% endif %}"
+    "{% if message.tool_calls %}{% for call in message.tool_calls %}"
     "<tool_call>{{ call.function | tojson }}</tool_call>{% endfor %}{% endif %}"
     "<|im_end|>\n"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...types.traces import (
+    CallBatchStart,
     CallCreateBatchReq,
     CallsFilter,
     CallsQueryReq,
@@ -23,7 +24,6 @@ from .store import Base
 MAX_OP_NAME = 128
 MAX_DISPLAY_NAME = 1024
 MAX_DELETE = 1000
-CHUNK = 500
 
 COLUMNS = (
     "pid, id, trace_id, parent_id, thread_id, turn_id, op_name, trace_name, display_name, started_at,"
@@ -44,7 +44,10 @@ _END_UPDATE = (
     " summary = excluded.summary, output_refs = excluded.output_refs,"
     " wb_run_step_end = excluded.wb_run_step_end"
 )
-INSERT_START = f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS}) ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}"
+INSERT_START = (
+    f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
+    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}"
+)
 INSERT_FULL = (
     f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
     f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, {_END_UPDATE}"
@@ -238,14 +241,14 @@ class Calls:
         ends: list[tuple[Any, ...]] = []
         with self.base.db.write() as conn:
             for item in req.batch:
-                if item.mode == "start":
-                    start = item.req.start  # type: ignore[union-attr]
+                if isinstance(item, CallBatchStart):
+                    start = item.req.start
                     pid = self._pid(user_id, start.project_id)
                     row = _start_row(pid, start, user_id)
                     rows[(pid, row[1])] = row
                     results.append({"id": row[1], "trace_id": row[2]})
                 else:
-                    end = item.req.end  # type: ignore[union-attr]
+                    end = item.req.end
                     pid = self._pid(user_id, end.project_id)
                     values = _end_values(end)
                     pending = rows.get((pid, end.id))
@@ -306,7 +309,7 @@ class Calls:
             return 0
         marks = ", ".join("?" * len(call_ids))
         with self.base.db.write() as conn:
-            cur = conn.execute(
+            conn.execute(
                 "WITH RECURSIVE doomed(id) AS ("
                 f" SELECT id FROM calls WHERE pid = ? AND id IN ({marks}) AND deleted_at IS NULL"
                 " UNION SELECT c.id FROM calls c JOIN doomed d ON c.pid = ? AND c.parent_id = d.id"
@@ -314,7 +317,7 @@ class Calls:
                 " UPDATE calls SET deleted_at = ? WHERE pid = ? AND id IN (SELECT id FROM doomed)",
                 (pid, *call_ids, pid, now_us(), pid),
             )
-        return int(cur.rowcount)
+            return int(conn.execute("SELECT changes()").fetchone()[0])
 
     def _pid(self, user_id: str, project_id: str) -> int:
         pid = self.base.pid(user_id, project_id, create=True)
@@ -327,12 +330,9 @@ class Calls:
         """Chunks of calls as JSON text, one per call, read with a connection of its own."""
         pid = self.base.pid(user_id, req.project_id)
         if pid is None:
-            return
+            return iter(())
         sql, params = _select(pid, req)
-        with self.base.reader() as conn:
-            cursor = conn.execute(sql, params)
-            while chunk := cursor.fetchmany(CHUNK):
-                yield [row[0] for row in chunk]
+        return self.base.rows(sql, params)
 
     def read(self, user_id: str, project_id: str, call_id: str) -> str | None:
         """One call as JSON text, or ``None``."""

@@ -1,28 +1,20 @@
-"""Small helpers of the trace store: ids, times as integer microseconds, JSON text."""
+"""Small helpers of the trace store: times as integer microseconds, JSON text (and ids)."""
+
+__all__ = ["dumps", "from_us", "iso", "iso_sql", "loads", "now_us", "to_us", "uuid7"]
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
+from ...types.traces import uuid7
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
-
-
-def uuid7() -> str:
-    """A time-ordered UUIDv7 string, the id format Weave clients generate."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (
-        (ms & (2**48 - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & (2**62 - 1)
-    )
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def to_us(dt: datetime) -> int:

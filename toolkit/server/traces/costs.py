@@ -37,7 +37,9 @@ class Costs:
     def __init__(self, base: Base) -> None:
         self.base = base
 
-    def create(self, user_id: str, project_id: str, costs: dict[str, CostCreateInput]) -> list[tuple[str, str]]:
+    def create(
+        self, user_id: str, project_id: str, costs: dict[str, CostCreateInput]
+    ) -> list[tuple[str, str]]:
         pid = self.base.pid(user_id, project_id, create=True)
         ids: list[tuple[str, str]] = []
         now = now_us()
@@ -45,7 +47,8 @@ class Costs:
             for llm_id, c in costs.items():
                 cost_id = uuid7()
                 conn.execute(
-                    "INSERT INTO llm_token_prices (id, pid, pricing_level, pricing_level_id, provider_id, llm_id,"
+                    "INSERT INTO llm_token_prices (id, pid, pricing_level, pricing_level_id, provider_id,"
+                    " llm_id,"
                     " effective_date, prompt_token_cost, completion_token_cost, cache_read_input_token_cost,"
                     " cache_creation_input_token_cost, prompt_token_cost_unit, completion_token_cost_unit,"
                     " created_by, created_at) VALUES (?, ?, 'project', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -133,7 +136,9 @@ def _pick(rows: list[dict[str, Any]], started_at: int) -> dict[str, Any] | None:
     )
 
 
-def call_costs(usage: dict[str, Any], prices: dict[str, list[dict[str, Any]]], started_at: int) -> dict[str, Any]:
+def call_costs(
+    usage: dict[str, Any], prices: dict[str, list[dict[str, Any]]], started_at: int
+) -> dict[str, Any]:
     """``summary.weave.costs``: per model of ``summary.usage``, the tokens and what they cost."""
     out: dict[str, Any] = {}
     for llm_id, u in usage.items():

@@ -66,11 +66,13 @@ def _is_emoji(text: str) -> bool:
     if not base or any(unicodedata.category(ch) not in ("So", "Sk") for ch in base):
         return False
     joined = sum(1 for ch in text if ord(ch) == 0x200D)
-    return len(base) == joined + 1 or all(0x1F1E6 <= ord(ch) <= 0x1F1FF for ch in base) and len(base) == 2
+    return len(base) == joined + 1 or (all(0x1F1E6 <= ord(ch) <= 0x1F1FF for ch in base) and len(base) == 2)
 
 
 def _alias(text: str) -> str:
-    names = [unicodedata.name(ch, "").lower().replace(" ", "_") for ch in text if ord(ch) not in EMOJI_JOINERS]
+    names = [
+        unicodedata.name(ch, "").lower().replace(" ", "_") for ch in text if ord(ch) not in EMOJI_JOINERS
+    ]
     return ":" + "_".join(n for n in names if n) + ":"
 
 
@@ -86,7 +88,12 @@ def validate(req: FeedbackCreateReq) -> dict[str, Any]:
         if not isinstance(emoji, str) or not _is_emoji(emoji):
             raise BadRequest("Value error, Must be a single emoji")
         detoned = "".join(ch for ch in emoji if ord(ch) not in SKIN_TONES)
-        payload = {"emoji": emoji, "alias": _alias(emoji), "detoned": detoned, "detoned_alias": _alias(detoned)}
+        payload = {
+            "emoji": emoji,
+            "alias": _alias(emoji),
+            "detoned": detoned,
+            "detoned_alias": _alias(detoned),
+        }
     elif kind == "wandb.note.1":
         note = payload.get("note")
         if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
@@ -133,7 +140,8 @@ class Feedback:
                 pid = self.base.pid(user_id, req.project_id, create=True)
                 feedback_id, created = req.id or uuid7(), now_us()
                 conn.execute(
-                    "INSERT OR REPLACE INTO feedback (pid, id, weave_ref, call_id, wb_user_id, creator, created_at,"
+                    "INSERT OR REPLACE INTO feedback (pid, id, weave_ref, call_id, wb_user_id, creator,"
+                    " created_at,"
                     " feedback_type, payload, annotation_ref, runnable_ref, call_ref, trigger_ref, queue_id)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -153,7 +161,9 @@ class Feedback:
                         req.queue_id,
                     ),
                 )
-                out.append({"id": feedback_id, "created_at": iso(created), "wb_user_id": user_id, "payload": payload})
+                out.append(
+                    {"id": feedback_id, "created_at": iso(created), "wb_user_id": user_id, "payload": payload}
+                )
         return out
 
     def replace(self, user_id: str, feedback_id: str, req: FeedbackCreateReq) -> dict[str, Any]:
@@ -166,7 +176,9 @@ class Feedback:
         if pid is None or not ids:
             return
         with self.base.db.write() as conn:
-            conn.execute(f"DELETE FROM feedback WHERE pid = ? AND id IN ({', '.join('?' * len(ids))})", (pid, *ids))
+            conn.execute(
+                f"DELETE FROM feedback WHERE pid = ? AND id IN ({', '.join('?' * len(ids))})", (pid, *ids)
+            )
 
     def purge_query(self, user_id: str, project_id: str, expr: Any) -> None:
         message = "Can only purge feedback by specifying one or more feedback ids"
@@ -218,7 +230,9 @@ class Feedback:
             out.append(item)
         return out, int(total)
 
-    def for_calls(self, conn: Any, pid: int, project_id: str, call_ids: Sequence[str]) -> dict[str, list[Any]]:
+    def for_calls(
+        self, conn: Any, pid: int, project_id: str, call_ids: Sequence[str]
+    ) -> dict[str, list[Any]]:
         """Feedback rows of each call (for ``include_feedback``)."""
         if not call_ids:
             return {}

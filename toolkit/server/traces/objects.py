@@ -35,7 +35,7 @@ def object_kind(val: Any) -> str:
 
 
 def object_classes(val: Any) -> tuple[str | None, str | None]:
-    """(base, leaf) class of a serialized ``weave.Object``/``BaseObject`` (from ``_bases``/``_class_name``)."""
+    """(base, leaf) class of a serialized ``weave.Object``/``BaseObject``, from ``_bases``."""
     if not isinstance(val, dict) or not isinstance(val.get("_bases"), list):
         return None, None
     bases = val["_bases"]
@@ -99,7 +99,9 @@ class Objects:
                 val = {**val, "_class_name": requested, "_bases": ["BaseObject", "BaseModel"]}
                 base_class, leaf_class = object_classes(val)
             elif leaf_class != requested:
-                raise BadRequest(f"object_class must match val's defined object class: {leaf_class} != {requested}")
+                raise BadRequest(
+                    f"object_class must match val's defined object class: {leaf_class} != {requested}"
+                )
         digest = value_digest(val)
         if obj.expected_digest is not None and obj.expected_digest != digest:
             raise Conflict(f"Digest mismatch: expected {obj.expected_digest}, computed {digest}")
@@ -119,7 +121,9 @@ class Objects:
             count = conn.execute(
                 "SELECT count(*) FROM objects WHERE pid = ? AND object_id = ?", (pid, obj.object_id)
             ).fetchone()[0]
-            conn.execute("UPDATE objects SET is_latest = 0 WHERE pid = ? AND object_id = ?", (pid, obj.object_id))
+            conn.execute(
+                "UPDATE objects SET is_latest = 0 WHERE pid = ? AND object_id = ?", (pid, obj.object_id)
+            )
             conn.execute(
                 f"INSERT INTO objects (pid, {OBJ_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, NULL)",
                 (
@@ -198,9 +202,13 @@ class Objects:
             if f.tags or f.aliases:
                 parts.append("0")
         fields = Fields(columns={"object_id": "object_id"}, times={"created_at": "created_at"})
-        order, order_params = order_by(list(sort), fields, "version_index ASC") if sort else (
-            " ORDER BY created_at ASC, version_index ASC",
-            (),
+        order, order_params = (
+            order_by(list(sort), fields, "version_index ASC")
+            if sort
+            else (
+                " ORDER BY created_at ASC, version_index ASC",
+                (),
+            )
         )
         sql = f"SELECT {OBJ_COLUMNS} FROM objects WHERE {' AND '.join(parts)}{order} LIMIT ? OFFSET ?"
         rows = self.base.db.conn.execute(
@@ -218,7 +226,8 @@ class Objects:
             rows: list[sqlite3.Row] = []
             if pid is not None and digests is None:
                 rows = conn.execute(
-                    f"SELECT {OBJ_COLUMNS} FROM objects WHERE pid = ? AND object_id = ? AND deleted_at IS NULL",
+                    f"SELECT {OBJ_COLUMNS} FROM objects WHERE pid = ? AND object_id = ?"
+                    " AND deleted_at IS NULL",
                     (pid, object_id),
                 ).fetchall()
             elif pid is not None and digests:
@@ -235,12 +244,14 @@ class Objects:
             if not rows:
                 raise NotFound(f"Object {object_id} not found")
             conn.executemany(
-                "UPDATE objects SET deleted_at = ?, is_latest = 0 WHERE pid = ? AND object_id = ? AND digest = ?",
+                "UPDATE objects SET deleted_at = ?, is_latest = 0"
+                " WHERE pid = ? AND object_id = ? AND digest = ?",
                 [(now_us(), pid, object_id, r["digest"]) for r in rows],
             )
             conn.execute(
                 "UPDATE objects SET is_latest = 1 WHERE pid = ? AND object_id = ? AND version_index = ("
-                " SELECT max(version_index) FROM objects WHERE pid = ? AND object_id = ? AND deleted_at IS NULL)"
+                " SELECT max(version_index) FROM objects"
+                " WHERE pid = ? AND object_id = ? AND deleted_at IS NULL)"
                 " AND deleted_at IS NULL",
                 (pid, object_id, pid, object_id),
             )
@@ -348,15 +359,14 @@ class Objects:
         sort = [(s.field, s.direction) for s in req.sort_by or []]
         order, order_params = order_by(sort, resolve_row, "CAST(j.key AS INTEGER) ASC")
         sql = (
-            "SELECT json_object('digest', r.digest, 'val', json(r.val), 'original_index', CAST(j.key AS INTEGER))"
-            " FROM tables t, json_each(t.row_digests) j JOIN table_rows r ON r.pid = t.pid AND r.digest = j.value"
+            "SELECT json_object('digest', r.digest, 'val', json(r.val),"
+            " 'original_index', CAST(j.key AS INTEGER))"
+            " FROM tables t, json_each(t.row_digests) j"
+            " JOIN table_rows r ON r.pid = t.pid AND r.digest = j.value"
             f" WHERE {' AND '.join(parts)}{order} LIMIT ? OFFSET ?"
         )
         args = (*params, *order_params, req.limit if req.limit is not None else -1, req.offset or 0)
-        with self.base.reader() as conn:
-            cursor = conn.execute(sql, args)
-            while chunk := cursor.fetchmany(500):
-                yield [r[0] for r in chunk]
+        return self.base.rows(sql, args)
 
     def table_count(self, user_id: str, project_id: str, digest: str) -> int:
         return len(self._row_digests(self.base.pid(user_id, project_id), digest))
@@ -419,7 +429,12 @@ class Objects:
             val = self._resolve(user_id, val)
         if edge in ("key", "attr") and isinstance(val, dict) and key in val:
             return val[key]
-        if edge == "index" and isinstance(val, list) and key.lstrip("-").isdigit() and -len(val) <= int(key) < len(val):
+        if (
+            edge == "index"
+            and isinstance(val, list)
+            and key.lstrip("-").isdigit()
+            and -len(val) <= int(key) < len(val)
+        ):
             return val[int(key)]
         raise NotFound(f"Ref path not found: {uri}")
 
@@ -438,4 +453,3 @@ class Objects:
         if row is None:
             raise NotFound(f"Ref path not found: {uri}")
         return loads(row[0])
-

@@ -6,7 +6,7 @@ expressions; :func:`translate` walks the expression tree and returns ``(sql, par
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -169,7 +169,7 @@ def translate(expr: Any, resolve: Resolver) -> Expr:
 
 
 def order_by(
-    sort: list[tuple[str, str]], resolve: Resolver, tiebreak: str | None = None
+    sort: Sequence[tuple[str, str]], resolve: Resolver, tiebreak: str | None = None
 ) -> tuple[str, tuple[Any, ...]]:
     """``ORDER BY`` text for ``(field, direction)`` pairs; the tiebreak column goes last."""
     parts: list[str] = []

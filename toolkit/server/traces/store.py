@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import BadRequest
 from ..store.db import Database
@@ -66,6 +67,13 @@ class Base:
             yield conn
         finally:
             conn.close()
+
+    def rows(self, sql: str, params: Sequence[Any], chunk: int = 500) -> Iterator[list[Any]]:
+        """The first column of each result row, ``chunk`` rows at a time, never all in memory."""
+        with self.reader() as conn:
+            cursor = conn.execute(sql, params)
+            while batch := cursor.fetchmany(chunk):
+                yield [row[0] for row in batch]
 
     def close(self) -> None:
         self.db.close()

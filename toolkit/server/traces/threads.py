@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...types.traces import ThreadsQueryReq
@@ -9,7 +10,14 @@ from ..errors import BadRequest
 from .common import iso, to_us
 from .store import Base
 
-SORT_FIELDS = ("thread_id", "turn_count", "start_time", "last_updated", "p50_turn_duration_ms", "p99_turn_duration_ms")
+SORT_FIELDS = (
+    "thread_id",
+    "turn_count",
+    "start_time",
+    "last_updated",
+    "p50_turn_duration_ms",
+    "p99_turn_duration_ms",
+)
 
 
 def _quantile(values: list[int], q: float) -> float | None:
@@ -40,6 +48,10 @@ def _thread(thread_id: str, turns: list[Any]) -> dict[str, Any] | None:
         "p50_turn_duration_ms": _quantile(durations, 0.5),
         "p99_turn_duration_ms": _quantile(durations, 0.99),
     }
+
+
+def _sort_key(name: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
+    return lambda thread: (thread[name] is None, thread[name])
 
 
 class Threads:
@@ -84,7 +96,7 @@ class Threads:
                 current, turns = row["thread_id"], []
             turns.append(row)
         for name, direction in reversed(sort):
-            threads.sort(key=lambda t, n=name: (t[n] is None, t[n]), reverse=direction.lower() == "desc")
+            threads.sort(key=_sort_key(name), reverse=direction.lower() == "desc")
         start = req.offset or 0
         end = start + req.limit if req.limit is not None else None
         page = threads[start:end]

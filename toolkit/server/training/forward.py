@@ -51,7 +51,9 @@ def token_logprobs(
     The output head runs on ``chunk_size`` positions at a time, so the full ``[B, T, vocab]``
     logits never exist at once (``logprob_calculation_chunk_size``).
     """
-    hidden = model.base_model(input_ids=batch.tokens, attention_mask=batch.attention).last_hidden_state[:, :-1]
+    hidden = model.base_model(input_ids=batch.tokens, attention_mask=batch.attention).last_hidden_state[
+        :, :-1
+    ]
     head = model.get_output_embeddings()
     targets = batch.tokens[:, 1:]
     logps: list[torch.Tensor] = []

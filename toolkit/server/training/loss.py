@@ -19,12 +19,10 @@ LOG_RATIO_CLAMP = 20.0
 
 def group_advantages(rewards: Sequence[float], scale_rewards: bool) -> list[float]:
     """``R - mean(R)``, divided by ``std_pop(R) + 1e-6`` when ``scale_rewards``; all 0 if no variance."""
-    if not rewards:
-        return []
+    if not rewards or max(rewards) == min(rewards):
+        return [0.0] * len(rewards)
     mean = sum(rewards) / len(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    if std == 0:
-        return [0.0] * len(rewards)
     return [(r - mean) / (std + 1e-6) if scale_rewards else r - mean for r in rewards]
 
 

@@ -306,12 +306,12 @@ class TrainingRunner:
         for line, conversation in enumerate(iter_conversations(path.name, path.read_bytes()), start=1):
             assistant = [i for i, m in enumerate(conversation.messages) if m.get("role") == "assistant"]
             try:
-                tokens, mask = fmt.conversation(
+                found = fmt.conversation(
                     conversation.messages, conversation.tools, assistant[-1:] if last_only else assistant
                 )
             except Exception as exc:
                 raise TrainingDataError(path.name, line, f"cannot apply the chat template ({exc})") from None
-            samples.append(Sample(tokens, mask).truncated(spec.max_model_len))
+            samples += [sample.truncated(spec.max_model_len) for sample in found]
         batches = sft_batches(samples, request["batch_size"])
         learning_rates = request["learning_rates"]
         policy = self._policy(base.model_id, spec, base)

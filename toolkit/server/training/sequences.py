@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedTokenizerFast
-
 from ...types.training import Choice, History, TrajectoryGroup
+from ..engine.codec import Codec
 from ..engine.model import BaseModelSpec
+from ..engine.template import render_chat
 from .loss import balance_advantages, group_advantages, token_weights
 
 NAN = float("nan")
@@ -62,52 +62,62 @@ class Sample:
 
 
 class ChatFormat:
-    """The model's chat template and tokenizer (``tokenizer.json`` in the model folder)."""
+    """The model's chat template and tokenizer, rendered and encoded exactly as the engine does."""
 
     def __init__(self, spec: BaseModelSpec) -> None:
-        self.tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(Path(spec.folder) / "tokenizer.json"))
-        self.tokenizer.chat_template = spec.chat_template
+        self.codec = Codec.from_folder(Path(spec.folder))
+        self.template = spec.chat_template
         self.eos_ids = set(spec.eos_token_ids)
+        self.end_of_turn = spec.eos_token_ids[0]
 
     def render(self, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool) -> str:
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
+        return render_chat(
+            self.template,
+            messages,
+            add_generation_prompt=generation_prompt,
+            continue_final_message=False,
+            tools=tools,
         )
-        assert isinstance(text, str)
-        return text
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.codec.encode(text)
+
+    def completion(self, prompt: str, messages: list[dict[str, Any]], tools: Any) -> list[int]:
+        """The tokens the model generates for the last (assistant) message after ``prompt``: what the
+        template renders after the prompt, up to the end-of-turn token; for a template whose history
+        does not extend its generation prompt, the message's text and an end-of-turn token."""
+        full = self.render(messages, tools, False)
+        if full.startswith(prompt):
+            span = self.encode(full[len(prompt) :])
+            ends = [i for i, t in enumerate(span) if t in self.eos_ids]
+            return span[: ends[-1] + 1] if ends else span
+        content = messages[-1].get("content") or ""
+        if not isinstance(content, str):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return [*self.encode(content), self.end_of_turn]
 
     def conversation(
         self, messages: list[dict[str, Any]], tools: Any, trained: Sequence[int] | None = None
-    ) -> tuple[list[int], list[bool]]:
-        """Tokens of a conversation up to its last trained assistant message, with the loss mask.
-
-        ``trained`` lists the indices of the assistant messages that carry loss (all by default).
-        A trained span is the message's text and its end-of-turn token; what the template adds after
-        the end-of-turn token (a newline) is context only.
-        """
+    ) -> list[Sample]:
+        """Training sequences of a conversation: each trained assistant message (all by default)
+        follows its generation prompt, exactly as the engine would prompt and stop; later turns
+        extend the same sequence while their prompt extends it, else start a new one."""
         if trained is None:
             trained = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-        tokens: list[int] = []
-        mask: list[bool] = []
-        done = ""
+        samples: list[Sample] = []
         for index in sorted(trained):
             prompt = self.render(messages[:index], tools, True)
-            full = self.render(messages[: index + 1], tools, False)
-            if not prompt.startswith(done) or not full.startswith(prompt):
-                raise UntrainableError(
-                    "the chat template does not render each message as an extension of the ones before it"
-                )
-            context = self.encode(prompt[len(done) :])
-            span = self.encode(full[len(prompt) :])
-            ends = [i for i, t in enumerate(span) if t in self.eos_ids]
-            cut = ends[-1] + 1 if ends else len(span)
-            tokens += context + span
-            mask += [False] * len(context) + [True] * cut + [False] * (len(span) - cut)
-            done = full
-        return tokens, mask
+            prompt_ids = self.encode(prompt)
+            completion = self.completion(prompt, messages[: index + 1], tools)
+            current = samples[-1] if samples else None
+            if current is not None and prompt_ids[: len(current.tokens)] == current.tokens:
+                extra = prompt_ids[len(current.tokens) :]
+            else:
+                current, extra = Sample([], []), prompt_ids
+                samples.append(current)
+            current.tokens += extra + completion
+            current.mask += [False] * len(extra) + [True] * len(completion)
+        return samples
 
 
 # ----------------------------------------------------------------------------- RL
@@ -160,9 +170,8 @@ def _history_samples(
         if parts is None:
             messages = history.messages()[: position + 1]
             tools = [t.model_dump(mode="json", exclude_none=True) for t in history.tools or []] or None
-            tokens, mask = fmt.conversation(messages, tools, [position])
-            first = mask.index(True) if True in mask else len(tokens)
-            prompt_ids, token_ids = tokens[:first], tokens[first:]
+            prompt = fmt.render(messages[:-1], tools, True)
+            prompt_ids, token_ids = fmt.encode(prompt), fmt.completion(prompt, messages, tools)
             logprobs = [NAN] * len(token_ids)
         else:
             prompt_ids, token_ids, logprobs = parts

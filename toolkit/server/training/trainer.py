@@ -152,11 +152,7 @@ def run_rl(
         )
         out.loss.backward()
         num_trajectories = len({s.trajectory for s in samples})
-        lr = (
-            cfg.learning_rate
-            * lr_multiplier
-            * num_trajectories**cfg.num_trajectories_learning_rate_multiplier_power
-        )
+        lr = step_learning_rate(cfg, num_trajectories, lr_multiplier)
         grad_norm = _clip_and_step(model, optimizer, lr)
         on_step(
             {
@@ -169,6 +165,13 @@ def run_rl(
                 **out.metrics,
             }
         )
+
+
+def step_learning_rate(cfg: RLConfig, num_trajectories: int, multiplier: float = 1.0) -> float:
+    """``learning_rate * multiplier * n ** num_trajectories_learning_rate_multiplier_power`` for a
+    minibatch of n distinct trajectories."""
+    power = cfg.num_trajectories_learning_rate_multiplier_power
+    return cfg.learning_rate * multiplier * num_trajectories**power
 
 
 def reward_std_lr_multiplier(history: Sequence[tuple[int, float]]) -> float:

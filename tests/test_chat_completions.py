@@ -1,0 +1,401 @@
+"""``POST /v1/chat/completions`` over loopback HTTP: each field group with its effect checked."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from conftest import LocalServer
+from toolkit.server.engine.model import BUILTIN_NAME, ensure_builtin, load_model, save_weights
+from toolkit.server.store.db import Database
+from toolkit.server.store.migrations import MIGRATIONS
+from toolkit.server.store.models import Models
+from toolkit.types.training import Choice
+
+USER = [{"role": "user", "content": "Say something."}]
+A, B, C = ord("a"), ord("b"), ord("c")
+
+
+def chat(http: httpx.Client, **body: Any) -> dict[str, Any]:
+    r = http.post("/v1/chat/completions", json={"messages": USER, **body})
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def text(resp: dict[str, Any], i: int = 0) -> str:
+    return str(resp["choices"][i]["message"]["content"])
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The served base model (built from the same seed), loaded here to check log-probabilities."""
+    return load_model(ensure_builtin(tmp_path_factory.mktemp("base")))
+
+
+def test_response_has_vllm_shape_and_usage_adds_up(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=5, ignore_eos=True)
+    assert list(resp) == [
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "service_tier",
+        "system_fingerprint",
+        "usage",
+        "prompt_logprobs",
+        "prompt_token_ids",
+        "kv_transfer_params",
+    ]
+    assert resp["id"].startswith("chatcmpl-") and resp["object"] == "chat.completion"
+    assert resp["model"] == BUILTIN_NAME
+    choice = resp["choices"][0]
+    assert list(choice) == ["index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids"]
+    assert list(choice["message"]) == [
+        "role",
+        "content",
+        "refusal",
+        "annotations",
+        "audio",
+        "function_call",
+        "reasoning",
+    ]
+    assert choice["finish_reason"] == "length" and choice["stop_reason"] is None
+    usage = resp["usage"]
+    assert usage["completion_tokens"] == 5
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    # "<|im_start|>user\nSay something.<|im_end|>\n<|im_start|>assistant\n": 1+5+14+1+1 + 1+10
+    assert usage["prompt_tokens"] == 33
+
+
+def test_request_id_becomes_the_response_id_and_unknown_fields_are_ignored(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=2, request_id="my-req-1", nvext={"x": 1}, vllm_xargs={"a": 1})
+    assert resp["id"] == "chatcmpl-my-req-1"
+
+
+def test_seed_is_reproducible_and_n_gives_distinct_choices(http: httpx.Client) -> None:
+    body = {"max_tokens": 12, "n": 3, "seed": 1234, "temperature": 1.0, "ignore_eos": True}
+    first, second = chat(http, **body), chat(http, **body)
+    assert [c["index"] for c in first["choices"]] == [0, 1, 2]
+    assert [text(first, i) for i in range(3)] == [text(second, i) for i in range(3)]
+    assert len({text(first, i) for i in range(3)}) > 1
+    assert first["usage"]["completion_tokens"] == 36
+    other = chat(http, **{**body, "seed": 99})
+    assert [text(other, i) for i in range(3)] != [text(first, i) for i in range(3)]
+
+
+def test_stop_string_stops_and_sets_stop_reason(http: httpx.Client) -> None:
+    body = {"max_tokens": 60, "seed": 3, "allowed_token_ids": [A, B], "stop": ["b"]}
+    resp = chat(http, **body)
+    choice = resp["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == "b"
+    assert set(text(resp)) <= {"a"}
+    kept = chat(http, **body, include_stop_str_in_output=True)
+    assert text(kept) == text(resp) + "b"
+
+
+def test_stop_token_ids_set_an_integer_stop_reason(http: httpx.Client) -> None:
+    resp = chat(
+        http, max_tokens=60, seed=5, allowed_token_ids=[A, B], stop_token_ids=[B], return_token_ids=True
+    )
+    choice = resp["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == B
+    assert choice["token_ids"][-1] == B and "b" not in text(resp)
+    assert resp["usage"]["completion_tokens"] == len(choice["token_ids"])
+
+
+def test_max_completion_tokens_wins_and_min_tokens_holds_eos(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=20, max_completion_tokens=4, ignore_eos=True)
+    assert resp["usage"]["completion_tokens"] == 4
+    # EOS is the only allowed token besides "a": min_tokens keeps it away for 6 tokens
+    held = chat(http, max_tokens=30, min_tokens=6, allowed_token_ids=[A, 257], logit_bias={"257": 50}, seed=1)
+    assert held["usage"]["completion_tokens"] == 7
+    assert text(held) == "a" * 6 and held["choices"][0]["finish_reason"] == "stop"
+
+
+def test_allowed_token_ids_logit_bias_and_bad_words(http: httpx.Client) -> None:
+    allowed = chat(http, max_tokens=30, seed=2, allowed_token_ids=[A, B, C])
+    assert set(text(allowed)) <= {"a", "b", "c"} and text(allowed)
+    forced = chat(http, max_tokens=6, temperature=0, logit_bias={str(ord("x")): 100}, ignore_eos=True)
+    assert text(forced) == "xxxxxx"
+    banned = chat(http, max_tokens=40, seed=4, allowed_token_ids=[A, B, C], bad_words=["b"])
+    assert "b" not in text(banned) and len(text(banned)) == 40
+    pairs = chat(http, max_tokens=40, seed=4, allowed_token_ids=[A, B], bad_words=["ab"])
+    assert "ab" not in text(pairs)
+
+
+def test_penalties_and_sampling_filters_are_accepted(http: httpx.Client) -> None:
+    resp = chat(
+        http,
+        max_tokens=10,
+        seed=8,
+        temperature=0.8,
+        top_p=0.9,
+        top_k=20,
+        min_p=0.01,
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+        repetition_penalty=1.2,
+    )
+    assert resp["usage"]["completion_tokens"] >= 1
+
+
+def test_logprobs_are_the_models_log_probabilities(http: httpx.Client, model: Any) -> None:
+    resp = chat(
+        http,
+        max_tokens=6,
+        temperature=0,
+        ignore_eos=True,
+        logprobs=True,
+        top_logprobs=5,
+        return_token_ids=True,
+    )
+    prompt, tokens = resp["prompt_token_ids"], resp["choices"][0]["token_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + tokens])).logits[0].log_softmax(-1)
+    entries = resp["choices"][0]["logprobs"]["content"]
+    assert len(entries) == len(tokens)
+    for pos, (entry, token) in enumerate(zip(entries, tokens, strict=True)):
+        expected = logits[len(prompt) + pos - 1]
+        assert entry["logprob"] == pytest.approx(float(expected[token]), abs=1e-3)
+        tops = entry["top_logprobs"]
+        assert len(tops) == 5
+        assert [t["logprob"] for t in tops] == sorted((t["logprob"] for t in tops), reverse=True)
+        assert tops[0]["logprob"] == pytest.approx(
+            entry["logprob"]
+        )  # greedy: the sampled token is the top one
+        assert tops[-1]["logprob"] == pytest.approx(float(expected.topk(5).values[-1]), abs=1e-3)
+        assert entry["bytes"] == list(entry["token"].encode())
+
+
+def test_sampled_token_comes_first_in_top_logprobs(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=8, seed=11, ignore_eos=True, logprobs=True, top_logprobs=2)
+    for entry in resp["choices"][0]["logprobs"]["content"]:
+        assert entry["top_logprobs"][0]["logprob"] == entry["logprob"]
+    none = chat(http, max_tokens=3, logprobs=True)
+    assert all(e["top_logprobs"] == [] for e in none["choices"][0]["logprobs"]["content"])
+
+
+def test_prompt_logprobs_echo_and_token_id_strings(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=2, prompt_logprobs=2, return_token_ids=True)
+    prompt_lp = resp["prompt_logprobs"]
+    assert prompt_lp[0] is None and len(prompt_lp) == len(resp["prompt_token_ids"])
+    for token, entry in zip(resp["prompt_token_ids"][1:], prompt_lp[1:], strict=True):
+        assert str(token) in entry
+        assert set(entry[str(token)]) == {"logprob", "rank", "decoded_token"}
+    messages = [*USER, {"role": "assistant", "content": "Once"}]
+    echoed = http.post(
+        "/v1/chat/completions",
+        json={
+            "messages": messages,
+            "add_generation_prompt": False,
+            "continue_final_message": True,
+            "echo": True,
+            "max_tokens": 3,
+        },
+    ).json()
+    assert text(echoed).startswith("Once")
+    as_ids = chat(
+        http, max_tokens=3, logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True, ignore_eos=True
+    )
+    for entry in as_ids["choices"][0]["logprobs"]["content"]:
+        assert entry["token"].startswith("token_id:") and entry["top_logprobs"][0]["token"].startswith(
+            "token_id:"
+        )
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(http: httpx.Client) -> None:
+    resp = chat(http, max_tokens=1, truncate_prompt_tokens=10, return_token_ids=True)
+    full = chat(http, max_tokens=1, return_token_ids=True)
+    assert resp["usage"]["prompt_tokens"] == 10
+    assert resp["prompt_token_ids"] == full["prompt_token_ids"][-10:]
+
+
+def test_prefix_cache_is_real_and_scoped_by_salt_and_user(server: LocalServer, http: httpx.Client) -> None:
+    salt = uuid.uuid4().hex
+    messages = [{"role": "user", "content": "A long shared prefix " * 6 + salt}]
+    body = {"messages": messages, "max_tokens": 1, "cache_salt": salt}
+
+    def cached(client: httpx.Client, **extra: Any) -> int:
+        r = client.post("/v1/chat/completions", json={**body, **extra})
+        assert r.status_code == 200, r.text
+        return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+    assert cached(http) == 0
+    hit = cached(http)
+    assert hit > 0 and hit % 16 == 0
+    assert cached(http, cache_salt=salt + "x") == 0
+    with server.http(server.new_user_key(f"cache-{salt[:8]}")) as other:
+        assert cached(other) == 0
+
+
+def test_beam_search_returns_n_best_beams(http: httpx.Client) -> None:
+    body = {"max_tokens": 5, "n": 2, "use_beam_search": True, "temperature": 0, "length_penalty": 1.0}
+    first, second = chat(http, **body), chat(http, **body)
+    assert len(first["choices"]) == 2
+    assert [text(first, i) for i in range(2)] == [text(second, i) for i in range(2)]
+    assert (
+        text(first, 0) != text(first, 1)
+        or first["choices"][0]["token_ids"] != first["choices"][1]["token_ids"]
+    )
+
+
+def test_registered_logits_processors_apply(http: httpx.Client) -> None:
+    resp = chat(
+        http,
+        max_tokens=10,
+        seed=1,
+        allowed_token_ids=[A, B],
+        logits_processors=[{"qualname": "ban_tokens", "kwargs": {"token_ids": [B]}}],
+    )
+    assert text(resp) == "a" * 10
+    ngram = chat(
+        http, max_tokens=20, seed=1, allowed_token_ids=[A, B, C], logits_processors=["no_repeat_ngram"]
+    )
+    out = text(ngram)
+    grams = [out[i : i + 3] for i in range(len(out) - 2)]
+    assert len(grams) == len(set(grams))
+
+
+def test_documents_tools_and_template_kwargs_reach_the_template(http: httpx.Client) -> None:
+    plain = chat(http, max_tokens=1)
+    docs = chat(http, max_tokens=1, documents=[{"title": "T", "text": "body"}])
+    tools = chat(
+        http,
+        max_tokens=1,
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        tool_choice="none",
+        chat_template_kwargs={"enable_thinking": False},
+        reasoning_effort="low",
+    )
+    assert docs["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
+    assert tools["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
+
+
+def test_usage_is_recorded_per_project_and_model(server: LocalServer) -> None:
+    project = f"team/{uuid.uuid4().hex[:8]}"
+    with server.http() as http:
+        for _ in range(2):
+            r = http.post(
+                "/v1/chat/completions",
+                json={"messages": USER, "max_tokens": 3, "ignore_eos": True},
+                headers={"OpenAI-Project": project},
+            )
+            assert r.status_code == 200
+    with server.client(project=project) as client:
+        report = client.chat.usage(project)
+    [row] = report.data
+    assert (row.project, row.model, row.requests, row.completion_tokens) == (project, BUILTIN_NAME, 2, 6)
+    assert row.total_tokens == row.prompt_tokens + 6
+
+
+def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) -> None:
+    done = threading.Event()
+
+    def long_request() -> None:
+        with server.http() as client:
+            client.post(
+                "/v1/chat/completions", json={"messages": USER, "max_tokens": 400, "ignore_eos": True}
+            )
+        done.set()
+
+    worker = threading.Thread(target=long_request)
+    worker.start()
+    try:
+        answered = 0
+        while not done.is_set() and answered < 3:
+            assert http.get("/v1/health").status_code == 200
+            answered += 1
+        assert answered >= 1
+    finally:
+        worker.join()
+
+
+# ----------------------------------------------------------------------------- served names
+
+
+@pytest.fixture(scope="module")
+def trained(server: LocalServer, http_module: httpx.Client) -> Iterator[dict[str, Any]]:
+    """A model with a step-1 checkpoint whose weights differ from the base (written as training does)."""
+    name = f"chat-{uuid.uuid4().hex[:8]}"
+    r = http_module.post(
+        "/v1/preview/models", json={"project": "proj", "name": name, "base_model": BUILTIN_NAME}
+    )
+    assert r.status_code == 200, r.text
+    model_row = r.json()
+    folder = server.data_dir / "checkpoints" / model_row["id"] / "step1"
+    folder.mkdir(parents=True)
+    weights = load_model(ensure_builtin(server.data_dir))
+    with torch.no_grad():
+        for p in weights.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    save_weights(weights, folder / "model.safetensors")
+    db = Database(server.data_dir / "toolkit.db", MIGRATIONS)
+    Models(db).add_checkpoint(model_row["id"], 1, str(folder), {})
+    db.close()
+    yield model_row
+
+
+@pytest.fixture(scope="module")
+def http_module(server: LocalServer) -> Iterator[httpx.Client]:
+    with server.http() as client:
+        yield client
+
+
+def test_every_name_of_a_checkpoint_is_served(http: httpx.Client, trained: dict[str, Any]) -> None:
+    name, entity = trained["name"], trained["entity"]
+    greedy = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    step1 = chat(http, model=f"{name}:step1", **greedy)
+    assert step1["model"] == f"{name}:step1"
+    for alias in (name, f"{name}:latest", trained["id"], f"wandb-artifact:///{entity}/proj/{name}:step1"):
+        assert text(chat(http, model=alias, **greedy)) == text(step1), alias
+    base = chat(http, model=f"{name}:step0", **greedy)
+    assert text(base) == text(chat(http, **greedy)) != text(step1)
+    served = {m["id"] for m in http.get("/v1/models").json()["data"]}
+    assert {name, f"{name}:step0", f"{name}:step1"} <= served
+
+
+def test_a_deleted_checkpoint_stops_being_served(http: httpx.Client, trained: dict[str, Any]) -> None:
+    name = trained["name"]
+    chat(http, model=f"{name}:step1", max_tokens=1)
+    r = http.request("DELETE", f"/v1/preview/models/{trained['id']}/checkpoints", json={"steps": [1]})
+    assert r.status_code == 200, r.text
+    gone = http.post("/v1/chat/completions", json={"messages": USER, "model": f"{name}:step1"})
+    assert gone.status_code == 404
+    assert gone.json() == {
+        "error": {
+            "message": f"The model `{name}:step1` does not exist.",
+            "type": "NotFoundError",
+            "param": "model",
+            "code": 404,
+        }
+    }
+
+
+# ----------------------------------------------------------------------------- client
+
+
+def test_client_sync_async_and_trainable_choice(server: LocalServer) -> None:
+    with server.client() as client:
+        completion = client.chat.completions.create(
+            messages=USER, max_tokens=4, logprobs=True, return_token_ids=True, seed=1
+        )
+    choice = completion.trainable_choice(0)
+    assert isinstance(choice, Choice)
+    assert choice.token_ids == completion.choices[0].token_ids and choice.prompt_token_ids
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    assert len(choice.logprobs.content) == len(choice.token_ids or [])
+    assert choice.message.content == completion.choices[0].message.content
+
+
+async def test_async_client_create(server: LocalServer) -> None:
+    async with server.async_client() as client:
+        completion = await client.chat.completions.create(messages=USER, max_tokens=3, seed=2)
+    assert completion.usage.completion_tokens >= 1

@@ -1,0 +1,1 @@
+"""The trace service (W&B Weave's trace-server contract) under ``/traces``."""

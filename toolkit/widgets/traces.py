@@ -1,0 +1,232 @@
+"""TraceBrowser: filter a project's calls, page through them, open a trace's call tree, give feedback."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import _html, frames, plots
+from ..client import Client
+from ..types.traces import Call
+from ._common import button, error_text, frame_html, message, refresh_figure
+
+STATUSES = ("any", "success", "error", "running", "descendant_error")
+SUMMARY_COLUMNS = ["name", "status", "started_at", "latency_ms", "total_tokens", "cost_usd"]
+
+
+def calls_query(
+    op: str = "",
+    status: str = "any",
+    text: str = "",
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, Any] | None:
+    """The ``{"$expr": ...}`` query of the filters (None when nothing is filtered)."""
+
+    def contains(path: str, substr: str) -> dict[str, Any]:
+        return {"$contains": {"input": {"$getField": path}, "substr": substr, "case_insensitive": True}}
+
+    parts: list[dict[str, Any]] = []
+    if op:
+        parts.append(contains("op_name", op))
+    if status != "any":
+        parts.append({"$eq": [{"$getField": "summary.weave.status"}, {"$literal": status}]})
+    if text:
+        parts.append({"$or": [contains("inputs", text), contains("output", text)]})
+    if since is not None:
+        parts.append({"$gte": [{"$getField": "started_at"}, {"$literal": since.isoformat()}]})
+    if until is not None:
+        parts.append({"$lt": [{"$getField": "started_at"}, {"$literal": until.isoformat()}]})
+    if not parts:
+        return None
+    return {"$expr": parts[0] if len(parts) == 1 else {"$and": parts}}
+
+
+def summary_html(df: pd.DataFrame) -> str:
+    """Count, errors, latency (mean, p95) and total cost and tokens of a calls frame."""
+    if df.empty:
+        return "<i>no calls</i>"
+    latency = df["latency_ms"].dropna()
+    cost = df["cost_usd"].sum(min_count=1)
+    facts = [
+        f"{len(df)} calls",
+        f"{int((df['status'] == 'error').sum())} errors",
+        f"latency mean {latency.mean():.0f} ms, p95 {latency.quantile(0.95):.0f} ms" if len(latency) else "",
+        f"{int(df['total_tokens'].sum())} tokens",
+        f"cost ${cost:.6f}" if pd.notna(cost) else "",
+    ]
+    return "<div>" + " · ".join(f for f in facts if f) + "</div>"
+
+
+class TraceBrowser(w.VBox):
+    """Calls of one project (``entity/project``): filter by op, status, time range and text (the
+    service's query language), page through them, open a call to see its trace as a tree and its
+    inputs, output and summary, and send thumbs-up/down or a note as feedback.
+    """
+
+    def __init__(
+        self, client: Client, project_id: str, *, page_size: int = 20, roots_only: bool = False
+    ) -> None:
+        self.client = client
+        self.project_id = project_id
+        self.page_size = page_size
+        self.page = 0
+        self.total = 0
+        self.calls: pd.DataFrame = frames.calls_frame([])
+        self.call: Call | None = None
+        self.trace: pd.DataFrame = frames.calls_frame([])
+        self.op = w.Text(placeholder="op name contains", description="op")
+        self.status_filter = w.Dropdown(options=STATUSES, value="any", description="status")
+        self.text = w.Text(placeholder="search inputs and output", description="text")
+        self.since = w.NaiveDatetimePicker(description="since")
+        self.until = w.NaiveDatetimePicker(description="until")
+        self.roots_only = w.Checkbox(value=roots_only, description="traces only (roots)")
+        self.table = w.HTML()
+        self.summary = w.HTML()
+        self.pager = w.HTML()
+        self.selection = w.Select(rows=8, layout=w.Layout(width="100%"))
+        self.tree = go.FigureWidget(plots.call_tree(self.trace))
+        self.detail = w.HTML()
+        self.note = w.Text(placeholder="note", description="note")
+        self.status = w.HTML()
+        self.selection.observe(lambda change: change["new"] and self.open_call(change["new"]), "value")
+        feedback = w.HBox(
+            [
+                button("👍", lambda: self.react("👍")),
+                button("👎", lambda: self.react("👎")),
+                self.note,
+                button("Add note", lambda: self.add_note(self.note.value)),
+            ]
+        )
+        super().__init__(
+            [
+                w.HBox([self.op, self.status_filter, self.text]),
+                w.HBox(
+                    [
+                        self.since,
+                        self.until,
+                        self.roots_only,
+                        button("Search", self.search, "primary", "search"),
+                    ]
+                ),
+                self.summary,
+                self.table,
+                w.HBox([button("◀ Prev", self.prev_page), self.pager, button("Next ▶", self.next_page)]),
+                self.selection,
+                self.tree,
+                self.detail,
+                feedback,
+                self.status,
+            ]
+        )
+        self.search()
+
+    # ------------------------------------------------------------------ logic
+
+    def query(self) -> dict[str, Any] | None:
+        return calls_query(
+            self.op.value.strip(),
+            self.status_filter.value,
+            self.text.value.strip(),
+            self.since.value,
+            self.until.value,
+        )
+
+    def _request(self) -> dict[str, Any]:
+        req: dict[str, Any] = {"project_id": self.project_id, "query": self.query()}
+        if self.roots_only.value:
+            req["filter"] = {"trace_roots_only": True}
+        return req
+
+    def search(self) -> pd.DataFrame:
+        """Count the matching calls and show the first page."""
+        self.page = 0
+        try:
+            self.total = self.client.traces.calls_query_stats(**self._request()).count
+        except Exception as exc:
+            self.status.value = message("error", error_text(exc))
+            self.total = 0
+        return self.load_page()
+
+    def load_page(self) -> pd.DataFrame:
+        """The current page of calls, newest first, with costs."""
+        calls = list(
+            self.client.traces.calls_query(
+                **self._request(),
+                sort_by=[{"field": "started_at", "direction": "desc"}],
+                limit=self.page_size,
+                offset=self.page * self.page_size,
+                include_costs=True,
+            )
+        )
+        self.calls = frames.calls_frame(calls)
+        self.table.value = frame_html(self.calls[SUMMARY_COLUMNS])
+        self.summary.value = summary_html(self.calls)
+        pages = max(1, -(-self.total // self.page_size))
+        self.pager.value = f"page {self.page + 1} of {pages} ({self.total} calls)"
+        self.selection.options = [
+            (f"{r.started_at:%H:%M:%S} {r.name} [{r.status}]", r.id) for r in self.calls.itertuples()
+        ]
+        return self.calls
+
+    def next_page(self) -> None:
+        if (self.page + 1) * self.page_size < self.total:
+            self.page += 1
+            self.load_page()
+
+    def prev_page(self) -> None:
+        if self.page > 0:
+            self.page -= 1
+            self.load_page()
+
+    def open_call(self, call_id: str) -> Call:
+        """Show a call's inputs, output and summary, and its whole trace as a tree."""
+        call = self.client.traces.call_read(project_id=self.project_id, id=call_id, include_costs=True).call
+        if call is None:
+            raise KeyError(call_id)
+        self.call = call
+        nodes = self.client.traces.call_tree(self.project_id, call.trace_id)
+        self.trace = frames.calls_frame([c for root in nodes for _, c in root.walk()])
+        refresh_figure(self.tree, plots.call_tree(self.trace))
+        self.detail.value = _html.call_html(call)
+        return call
+
+    def _feedback(self, feedback_type: str, payload: dict[str, Any]) -> None:
+        if self.call is None:
+            self.status.value = message("info", "open a call first")
+            return
+        try:
+            self.client.traces.feedback_create(
+                project_id=self.project_id,
+                weave_ref=f"weave:///{self.project_id}/call/{self.call.id}",
+                feedback_type=feedback_type,
+                payload=payload,
+            )
+            self.status.value = message("ok", f"feedback saved on {html.escape(self.call.id[:8])}")
+        except Exception as exc:
+            self.status.value = message("error", error_text(exc))
+
+    def react(self, emoji: str) -> None:
+        """Thumbs up/down (any single emoji) on the open call."""
+        self._feedback("wandb.reaction.1", {"emoji": emoji})
+
+    def add_note(self, note: str) -> None:
+        self._feedback("wandb.note.1", {"note": note})
+        self.note.value = ""
+
+    def feedback(self) -> list[dict[str, Any]]:
+        """The feedback rows of the open call."""
+        if self.call is None:
+            return []
+        ref = f"weave:///{self.project_id}/call/{self.call.id}"
+        query = {"$expr": {"$eq": [{"$getField": "weave_ref"}, {"$literal": ref}]}}
+        return list(self.client.traces.feedback_query(project_id=self.project_id, query=query).result)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every call matching the filters (all pages) as a frame."""
+        return frames.calls_frame(self.client.traces.calls_query(**self._request(), include_costs=True))
