@@ -4,11 +4,13 @@ Once :func:`enable` is called, every chat completion made through a toolkit clie
 (inputs, output, ``summary.usage`` and latency), and :func:`call` / :func:`op` make parent calls,
 so a rollout is the parent of its completions::
 
-    tracer = tk.tracing.enable(client, "me/rl-runs")
-    with tk.tracing.call("rollout", inputs={"scenario": s}) as c:
+    from toolkit import tracing
+
+    tracing.enable(client, "me/rl-runs")
+    with tracing.call("rollout", inputs={"scenario": s}) as c:
         completion = client.chat.completions.create(messages=..., model=...)
         c.output = {"reward": 1.0}
-    tk.tracing.disable()  # sends what is left
+    tracing.disable()  # sends what is left
 
 Calls are sent whole (``/v2/{project}/calls/complete``) in batches by a background thread, so
 tracing never blocks a rollout; a failed send is logged and dropped. With tracing disabled,

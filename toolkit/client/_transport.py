@@ -19,7 +19,8 @@ from ._streaming import aiter_jsonl, aiter_sse, iter_jsonl, iter_sse
 
 T = TypeVar("T")
 Service = Literal["api", "inference", "traces"]
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Transient statuses only: this API answers 409 for a lasting conflict (model exists with another base).
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 MAX_RETRY_AFTER = 60.0
 

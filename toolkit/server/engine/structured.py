@@ -25,6 +25,19 @@ from .codec import Codec
 
 COMPILE_TIMEOUT_S = 10.0
 CACHE_SIZE = 64
+_SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
+JSON_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {
+        "anyOf": [
+            _SCALAR,
+            {"type": "array", "items": _SCALAR},
+            {"type": "object", "additionalProperties": _SCALAR},
+        ]
+    },
+}
+"""``json_object``: any JSON object whose values nest at most two levels (arbitrary nesting is not a
+regular language, and its regular approximations take tens of seconds to compile)."""
 
 
 class ConstraintError(ValueError):
@@ -100,7 +113,7 @@ def regex_for(kind: str, value: Any, whitespace: str | None = None) -> str:
     if kind == "choice":
         return "(" + "|".join(re.escape(c) for c in value) + ")"
     if kind in ("json", "json_object"):
-        schema = {"type": "object"} if kind == "json_object" else value
+        schema = JSON_OBJECT_SCHEMA if kind == "json_object" else value
         text = schema if isinstance(schema, str) else json.dumps(schema)
         try:
             return str(build_regex_from_schema(text, whitespace))

@@ -23,6 +23,7 @@ from ..state import Services, services
 from ..store.users import User
 
 router = APIRouter(prefix="/v1/preview/models")
+SQLITE_INT_MAX = 2**63 - 1  # larger query integers would overflow SQLite's INTEGER (a 500)
 
 
 @router.post("", response_model=Model)
@@ -109,9 +110,9 @@ def log_trajectories(
 def list_trajectories(
     model_id: str,
     split: str | None = None,
-    step: int | None = None,
+    step: Annotated[int | None, Query(ge=0, le=SQLITE_INT_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=SQLITE_INT_MAX)] = 0,
     svc: Services = Depends(services),
     user: User = Depends(current_user),
 ) -> list[dict[str, object]]:

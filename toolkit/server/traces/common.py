@@ -1,7 +1,5 @@
 """Small helpers of the trace store: times as integer microseconds, JSON text (and ids)."""
 
-__all__ = ["dumps", "from_us", "iso", "iso_sql", "loads", "now_us", "to_us", "uuid7"]
-
 from __future__ import annotations
 
 import json
@@ -12,6 +10,8 @@ from typing import Any
 import orjson
 
 from ...types.traces import uuid7
+
+__all__ = ["dumps", "from_us", "iso", "iso_sql", "loads", "now_us", "to_us", "uuid7"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)

@@ -91,7 +91,7 @@ class Costs:
             cond = translate(expr, COST_FIELDS)
             where += f" AND {cond.sql}"
             params.extend(cond.params)
-        order, order_params = order_by(list(sort), COST_FIELDS, "created_at ASC, id ASC")
+        order, order_params = order_by(list(sort), COST_FIELDS, "created_at ASC, rowid ASC")
         select = ", ".join(iso_sql(n) if n == "effective_date" else n for n in names)
         rows = self.base.db.conn.execute(
             f"SELECT {select} FROM llm_token_prices WHERE {where}{order} LIMIT ? OFFSET ?",

@@ -215,7 +215,7 @@ class Feedback:
                 e = FEEDBACK_FIELDS(name)
                 select.append(e.sql)
                 select_params.extend(e.params)
-        order, order_params = order_by(list(sort), FEEDBACK_FIELDS, "f.created_at ASC, f.id ASC")
+        order, order_params = order_by(list(sort), FEEDBACK_FIELDS, "f.created_at ASC, f.rowid ASC")
         conn = self.base.db.conn
         total = conn.execute(f"SELECT count(*) FROM feedback f WHERE {where}", params).fetchone()[0]
         rows = conn.execute(
@@ -239,7 +239,7 @@ class Feedback:
         select = ", ".join(_column_sql(n) for n in COLUMNS)
         rows = conn.execute(
             f"SELECT f.call_id, {select} FROM feedback f WHERE f.pid = ? AND f.call_id IN"
-            f" ({', '.join('?' * len(call_ids))}) ORDER BY f.created_at",
+            f" ({', '.join('?' * len(call_ids))}) ORDER BY f.created_at, f.rowid",
             (project_id, pid, *call_ids),
         )
         out: dict[str, list[Any]] = {}

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, Parse, ParseError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -69,6 +70,7 @@ ATTRIBUTE_KEYS = {
     "agent_name": ("gen_ai.agent.name",),
     "agent_id": ("gen_ai.agent.id",),
 }
+ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 THREAD_KEYS = ("gen_ai.conversation.id", "gcp.vertex.agent.session_id", "wandb.thread_id")
 
 
@@ -203,6 +205,33 @@ def span_to_call(span: Span, project_id: str) -> CompletedCall:
         exception=(span.status.message or "error") if error else None,
         otel_dump=MessageToDict(span),
     )
+
+
+def _ids_to_base64(node: Any) -> Any:
+    """OTLP JSON writes trace and span ids in hex; protobuf's JSON mapping wants base64."""
+    if isinstance(node, list):
+        return [_ids_to_base64(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in ID_KEYS and isinstance(value, str) and value:
+            try:
+                value = base64.b64encode(bytes.fromhex(value)).decode()
+            except ValueError as exc:
+                raise BadRequest(f"Invalid {key}: {value!r}") from exc
+        out[key] = _ids_to_base64(value)
+    return out
+
+
+def from_json(body: Any) -> ExportTraceServiceRequest:
+    """An OTLP JSON export (``{"resourceSpans": [...]}``) as the protobuf message."""
+    message = ExportTraceServiceRequest()
+    try:
+        Parse(json.dumps(_ids_to_base64(body)), message, ignore_unknown_fields=True)
+    except ParseError as exc:
+        raise BadRequest(f"Invalid OTLP trace export: {exc}") from exc
+    return message
 
 
 def project_of(resource_attrs: dict[str, Any], header: str | None) -> str:

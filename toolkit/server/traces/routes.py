@@ -14,7 +14,6 @@ import orjson
 from fastapi import APIRouter, Depends, File, Form, Header, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
-from google.protobuf.json_format import Parse, ParseError
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -446,18 +445,14 @@ async def otel_traces(
     request: Request,
     user: User_,
     s: Store,
-    project_id: Annotated[str | None, Header()] = None,
+    project_id: Annotated[str | None, Header(alias="project_id", convert_underscores=False)] = None,
 ) -> Response:
     """OTLP/HTTP export: protobuf (``application/x-protobuf``) or OTLP JSON; answered in kind."""
     raw = await _otlp_body(request)
     is_json = "json" in request.headers.get("content-type", "")
-    message = ExportTraceServiceRequest()
     try:
-        if is_json:
-            Parse(raw, message, ignore_unknown_fields=True)
-        else:
-            message.ParseFromString(raw)
-    except (DecodeError, ParseError) as exc:
+        message = otel.from_json(orjson.loads(raw)) if is_json else ExportTraceServiceRequest.FromString(raw)
+    except (DecodeError, orjson.JSONDecodeError) as exc:
         raise BadRequest(f"Invalid OTLP trace export: {exc}") from exc
     rejected, error = await run_in_threadpool(_export, user, s, message, project_id)
     if is_json:
@@ -476,7 +471,7 @@ async def otel_trace_json(
     request: Request,
     user: User_,
     s: Store,
-    project_id: Annotated[str | None, Header()] = None,
+    project_id: Annotated[str | None, Header(alias="project_id", convert_underscores=False)] = None,
 ) -> Response:
     """OTLP JSON export (``{"resourceSpans": [...]}``), project from the header or ``project_id``."""
     raw = await _otlp_body(request)
@@ -488,11 +483,7 @@ async def otel_trace_json(
         raise BadRequest("Expected a JSON object")
     project = project_id or body.pop("project_id", None)
     body.pop("wb_user_id", None)
-    message = ExportTraceServiceRequest()
-    try:
-        Parse(orjson.dumps(body), message, ignore_unknown_fields=True)
-    except ParseError as exc:
-        raise BadRequest(f"Invalid OTLP trace export: {exc}") from exc
+    message = otel.from_json(body)
     rejected, error = await run_in_threadpool(_export, user, s, message, project)
     partial = {"rejected_spans": rejected, "error_message": error} if rejected else None
     return ok({"partial_success": partial})

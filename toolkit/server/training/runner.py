@@ -195,8 +195,8 @@ class TrainingRunner:
 
     def _run(self, job_id: str) -> None:
         row = self.jobs.row(job_id)
-        if row is None or row.status != "queued" or row.request is None:
-            return
+        if row is None or row.status != "queued" or row.request is None or self._stopping.is_set():
+            return  # gone, cancelled, or left queued for the next start
         try:
             model = self.db.conn.execute(
                 "SELECT base_model FROM models WHERE id = ?", (row.model_id,)

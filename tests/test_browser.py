@@ -1,0 +1,256 @@
+"""Every widget rendered by a real JupyterLab in headless Chromium, driven by Playwright.
+
+The test starts JupyterLab on loopback in a temporary root holding a notebook that shows each widget
+against the test server, runs all cells, clicks the main buttons (launch a job and watch it end,
+compare two checkpoints, open a trace and give feedback), asserts on what is rendered, and saves a
+screenshot of each widget under docs/screenshots/.
+
+Needs Debian's chromium (``apt-get install -y chromium``) and the ``playwright`` package (dev extra);
+Playwright's own browser download is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+import pytest
+
+CHROMIUM = Path(os.environ.get("TOOLKIT_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+LAB_START_TIMEOUT = 60.0
+JOB_TIMEOUT_MS = 120_000
+WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "reprs"]
+
+SETUP = """\
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import toolkit as tk
+from toolkit.types.training import Trajectory, TrajectoryGroup
+
+client = tk.Client({url!r}, {key!r})
+base = client.served_models().data[0].id
+model = client.models.create(project="browser", name="agent-" + uuid.uuid4().hex[:6], base_model=base)
+
+
+def group(rewards, prompt):
+    return TrajectoryGroup(trajectories=[
+        Trajectory(
+            messages_and_choices=[
+                {{"role": "user", "content": prompt}},
+                {{"message": {{"role": "assistant", "content": f"answer {{r}}"}}, "finish_reason": "stop"}},
+            ],
+            reward=r,
+            metrics={{"correct": r > 0}},
+        )
+        for r in rewards
+    ])
+
+
+groups = [group([0.0, 1.0, 0.5], "2+2?"), group([1.0, 0.0], "capital of France?")]
+client.models.log(model.id, split="val", trajectory_groups=groups)
+
+project = "local/browser-" + uuid.uuid4().hex[:6]
+t0 = datetime.now(timezone.utc)
+trace, root, llm = (str(uuid.uuid4()) for _ in range(3))
+usage = {{"requests": 1, "prompt_tokens": 12, "completion_tokens": 6, "total_tokens": 18}}
+for id_, parent, op, start, end, output in [
+    (root, None, "agent", 0, 900, "4"),
+    (llm, root, "chat", 100, 700, {{"model": base, "usage": usage}}),
+]:
+    started = (t0 + timedelta(milliseconds=start)).isoformat()
+    client.traces.call_start(start={{"project_id": project, "id": id_, "trace_id": trace, "parent_id": parent,
+                                     "op_name": op, "started_at": started,
+                                     "attributes": {{}}, "inputs": {{"question": "2+2?"}}}})
+    client.traces.call_end(end={{"project_id": project, "id": id_, "output": output,
+                                 "ended_at": (t0 + timedelta(milliseconds=end)).isoformat(),
+                                 "summary": {{"usage": {{base: usage}}}} if op == "chat" else {{}}}})
+"""
+
+CELLS = {
+    "builder": "tk.widgets.TrajectoryBuilder(client, groups=groups)",
+    "launcher": (
+        "launcher = tk.widgets.JobLauncher(client, groups=groups, model_id=model.id, interval=0.5)\n"
+        'launcher.experimental["allow_training_without_logprobs"].value = "true"\n'
+        "launcher"
+    ),
+    "checkpoints": "explorer = tk.widgets.CheckpointExplorer(client, model_ids=[model.id])\nexplorer",
+    "chat": 'tk.widgets.ChatCompare(client, [base, model.name + ":step0"], prompt="Say hi", max_tokens=12)',
+    "traces": "tk.widgets.TraceBrowser(client, project)",
+    "reprs": "groups[0]",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_notebook(root: Path, server: Any) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(SETUP.format(url=server.url, key=server.key))]
+    nb.cells += [nbformat.v4.new_code_cell(CELLS[name]) for name in WIDGETS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "widgets.ipynb")
+
+
+@pytest.fixture
+def lab(tmp_path: Path, server: Any) -> Iterator[str]:
+    """JupyterLab on loopback, no token, in a temporary root with the widgets notebook."""
+    root, settings = tmp_path / "root", tmp_path / "settings"
+    root.mkdir()
+    tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    write_notebook(root, server)
+    port = free_port()
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
+    log = open(tmp_path / "lab.log", "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--ServerApp.root_dir={root}",
+            "--IdentityProvider.token=",
+            "--ServerApp.disable_check_xsrf=True",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + LAB_START_TIMEOUT
+        while True:
+            try:
+                if httpx.get(f"{url}/api/status", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab did not start: {(tmp_path / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def browser_requirements() -> None:
+    """Fail (never skip) with the fix when the browser or Playwright is missing."""
+    if not CHROMIUM.exists() and shutil.which("chromium") is None:
+        pytest.fail(
+            f"Debian chromium not found at {CHROMIUM}: run `apt-get update && apt-get install -y chromium`"
+        )
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: `pip install -e '.[dev]'` (do not run `playwright install`)"
+        )
+
+
+def test_widgets_render_and_work_in_jupyterlab(lab: str) -> None:
+    browser_requirements()
+    from playwright.sync_api import expect, sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{lab}/lab/tree/widgets.ipynb")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager", timeout=60_000)
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(
+            1, timeout=60_000
+        )
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+        cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
+        cell = {name: cells.nth(i + 1) for i, name in enumerate(WIDGETS)}
+        expect(cell["reprs"].locator(".jp-OutputArea-output")).to_contain_text(
+            "Trajectory group", timeout=90_000
+        )
+        expect(cell["builder"].get_by_role("button", name="Add trajectory")).to_be_visible()
+        expect(cell["checkpoints"].locator(".js-plotly-plot")).to_be_visible()
+        expect(cell["traces"].locator(".js-plotly-plot")).to_be_visible()
+
+        # launch a job and watch it end
+        cell["launcher"].get_by_role("button", name="Launch").click()
+        expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
+        expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
+        expect(cell["launcher"]).to_contain_text("training_ended")
+
+        # stream the chat comparison
+        cell["chat"].get_by_role("button", name="Run").click()
+        expect(cell["chat"]).to_contain_text("done: 2 model(s)", timeout=60_000)
+        expect(cell["chat"]).to_contain_text("completion tokens")
+
+        # compare two checkpoints of the trained model
+        explorer = cell["checkpoints"]
+        explorer.get_by_role("button", name="Load").click()
+        checkpoints = explorer.locator("select[multiple]").nth(1)
+        expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
+        checkpoints.select_option(index=[0, 1])
+        explorer.get_by_role("button", name="Chat with this checkpoint").click()
+        explorer.get_by_placeholder("user message").fill("Compare yourselves")
+        explorer.get_by_role("button", name="Run").click()
+        expect(explorer).to_contain_text("done: 2 model(s)", timeout=60_000)
+        expect(explorer).to_contain_text(":step1")
+
+        # open a trace and give feedback
+        traces = cell["traces"]
+        traces.locator("select[size]").select_option(index=1)
+        expect(traces).to_contain_text("inputs", timeout=30_000)
+        traces.get_by_role("button", name="👍").click()
+        expect(traces).to_contain_text("feedback saved", timeout=30_000)
+
+        content = page.content()
+        for name in WIDGETS:
+            cell[name].scroll_into_view_if_needed()
+            cell[name].screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        browser.close()
+    assert "Error displaying widget" not in content
+    assert errors == []

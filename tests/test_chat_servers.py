@@ -1,0 +1,88 @@
+"""Server flags: ``--scheduling-policy priority`` (lower priority values are served first) and
+``--trust-request-chat-template`` (request templates accepted, still rendered in the sandbox)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import LocalServer
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def flagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    args = ("--trust-request-chat-template", "--scheduling-policy", "priority", "--max-num-seqs", "1")
+    srv = LocalServer(Path(tmp_path_factory.mktemp("flagged")), extra_args=args).start()
+    yield srv
+    srv.stop()
+
+
+def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    def run(name: str, priority: int) -> None:
+        with flagged.http() as http:
+            r = http.post(
+                "/v1/chat/completions",
+                json={"messages": USER, "max_tokens": 10, "ignore_eos": True, "priority": priority},
+            )
+            assert r.status_code == 200, r.text
+        with lock:
+            finished.append(name)
+
+    with (
+        flagged.http() as http,
+        http.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"messages": USER, "max_tokens": 600, "ignore_eos": True, "stream": True},
+        ) as blocker,
+    ):
+        lines = blocker.iter_lines()
+        next(line for line in lines if line.startswith("data:"))  # the blocker holds the only slot
+        workers = [threading.Thread(target=run, args=(f"p{p}", p)) for p in (9, 5, -3)]
+        for w in workers:
+            w.start()
+            w.join(0.3)  # let each arrive before the next
+        for _ in lines:
+            pass
+    for w in workers:
+        w.join()
+    assert finished == ["p-3", "p5", "p9"]
+
+
+def test_trusted_request_template_is_rendered_in_the_sandbox(flagged: LocalServer) -> None:
+    with flagged.http() as http:
+        r = http.post(
+            "/v1/chat/completions",
+            json={
+                "messages": USER,
+                "max_tokens": 1,
+                "return_token_ids": True,
+                "chat_template": "{% for m in messages %}[{{ m.content }}]{% endfor %}",
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["prompt_token_ids"] == list(b"[hi]")
+        escape = http.post(
+            "/v1/chat/completions",
+            json={"messages": USER, "chat_template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"},
+        )
+        assert escape.status_code == 400
+        assert "unsafe" in escape.json()["error"]["message"] or "access" in escape.json()["error"]["message"]
+
+
+def test_priority_is_accepted_when_scheduling_by_priority(flagged: LocalServer) -> None:
+    r = httpx.post(
+        f"{flagged.url}/v1/chat/completions",
+        json={"messages": USER, "max_tokens": 1, "priority": -7},
+        headers={"Authorization": f"Bearer {flagged.key}"},
+    )
+    assert r.status_code == 200, r.text

@@ -1,0 +1,105 @@
+"""The rollout loop: trajectories from real completions, gather with errors captured, the wire format,
+and the whole loop (roll out, train, roll out the new checkpoint) through the client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from training_helpers import new_model, served
+
+from conftest import LocalServer
+from toolkit.client.training import wire
+from toolkit.rollouts import exception_record, gather, gather_async, trajectory
+from toolkit.tasks import reverse
+from toolkit.types.training import Choice, TrajectoryGroup
+
+
+def test_trajectory_from_a_completion_carries_token_ids_and_logprobs(server: LocalServer) -> None:
+    client = server.client()
+    messages = reverse.prompt("cat")
+    completion = client.chat.completions.create(
+        model="toolkit/tiny-chat-1m", messages=messages, logprobs=True, return_token_ids=True, max_tokens=4
+    )
+    made = trajectory(messages, completion, reward=0.25, metadata={"word": "cat"})
+    choice = made.messages_and_choices[-1]
+    assert isinstance(choice, Choice)
+    assert choice.prompt_token_ids == completion.prompt_token_ids and choice.prompt_token_ids
+    assert choice.token_ids == completion.choices[0].token_ids
+    assert choice.logprobs is not None and len(choice.logprobs.content or []) == len(choice.token_ids or [])
+    body = wire(TrajectoryGroup(trajectories=[made]))
+    sent = body["trajectories"][0]
+    assert sent["messages_and_choices"][0] == {"role": "user", "content": "reverse cat"}
+    assert set(sent["messages_and_choices"][1]) >= {
+        "message",
+        "logprobs",
+        "finish_reason",
+        "token_ids",
+        "prompt_token_ids",
+    }
+    assert sent["reward"] == 0.25 and sent["metadata"] == {"word": "cat"}
+    assert TrajectoryGroup.model_validate(json.loads(json.dumps(body))) == TrajectoryGroup(
+        trajectories=[made]
+    )
+
+
+def test_exception_record_is_arts_shape() -> None:
+    try:
+        raise ValueError("rollout crashed")
+    except ValueError as exc:
+        record = exception_record(exc)
+    assert record.type == "<class 'ValueError'>" and record.message == "rollout crashed"
+    assert record.traceback.rstrip().endswith("ValueError: rollout crashed")
+
+
+def test_gather_captures_exceptions_into_their_group(server: LocalServer) -> None:
+    client = server.client()
+    calls: list[str] = []
+
+    def rollout(word: str):  # type: ignore[no-untyped-def]
+        calls.append(word)
+        if word == "bad" and calls.count("bad") == 2:
+            raise ValueError("second rollout of bad failed")
+        return reverse.rollout(client, "toolkit/tiny-chat-1m")("cat" if word == "bad" else word)
+
+    groups = gather(["dog", "bad"], rollout, group_size=3, max_concurrency=4, progress=False)
+    assert [len(g.trajectories) for g in groups] == [3, 2]
+    assert [len(g.exceptions) for g in groups] == [0, 1]
+    assert groups[1].exceptions[0].type == "<class 'ValueError'>"
+    with pytest.raises(RuntimeError, match="1 of 6 rollouts failed"):
+        calls.clear()
+        gather(["dog", "bad"], rollout, group_size=3, max_exceptions=0, progress=False)
+
+
+async def test_gather_async_runs_the_async_rollout(server: LocalServer) -> None:
+    async with server.async_client() as client:
+        groups = await gather_async(
+            ["cat", "dog"],
+            reverse.async_rollout(client, "toolkit/tiny-chat-1m"),
+            group_size=2,
+            max_concurrency=2,
+            progress=False,
+        )
+    assert [len(g.trajectories) for g in groups] == [2, 2]
+    assert all(isinstance(t.messages_and_choices[-1], Choice) for g in groups for t in g.trajectories)
+
+
+def test_the_whole_loop_trains_and_serves_the_new_checkpoint(server: LocalServer) -> None:
+    client = server.client()
+    model = new_model(client, "loop")
+
+    def rollout(word: str):  # type: ignore[no-untyped-def]
+        made = reverse.rollout(client, served(model, 0))(word)
+        choice = made.messages_and_choices[-1]
+        assert isinstance(choice, Choice)
+        made.reward = float((choice.token_ids or [0])[0] % 2)  # a reward with variance at step 0
+        return made
+
+    groups = gather(reverse.sample_words(4, seed=5), rollout, group_size=4, progress=False)
+    job = client.training_jobs.create(
+        model_id=model.id, trajectory_groups=groups, experimental_config={"learning_rate": 1e-4}
+    )
+    checkpoint = job.wait(progress=False)
+    assert checkpoint.step == 1
+    again = gather(["cat"], reverse.rollout(client, served(model, 1)), group_size=2, progress=False)
+    assert len(again[0].trajectories) == 2
