@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -57,6 +58,7 @@ class Result:
     sft_batches: int
     sft_seconds: float
     rl_seconds: float
+    rollout_seconds: float
     curve: list[float]
     eval_curve: list[tuple[int, float]]
     config: dict[str, Any]
@@ -97,9 +99,10 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     print(f"held-out sampled reward after SFT: {start_reward:.3f}", flush=True)
     config = {"ppo": True, "learning_rate": args.lr, "packed_sequence_length": args.pack}
     curve: list[float] = []
-    eval_seconds = 0.0
+    eval_seconds = rollout_seconds = 0.0
     started = time.perf_counter()
     for i in range(args.steps):
+        step_started = time.perf_counter()
         words = reverse.sample_words(8, seed=i)
         groups = gather(
             words,
@@ -110,10 +113,11 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
             progress=False,
         )
         curve.append(mean_reward(groups))
+        rollout_seconds += time.perf_counter() - step_started
         job = client.training_jobs.create(
             model_id=model.id, trajectory_groups=groups, experimental_config=config
         )
-        step = job.wait(progress=False).step
+        step = job.wait(progress=False, poll_interval=0.05).step
         print(f"RL step {i + 1:3d}: sampled reward {curve[-1]:.3f}", flush=True)
         if (i + 1) % args.eval_every == 0:
             eval_started = time.perf_counter()
@@ -121,7 +125,7 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
             eval_seconds += time.perf_counter() - eval_started
             print(f"held-out sampled reward after {i + 1} steps: {eval_curve[-1][1]:.3f}", flush=True)
     rl_seconds = time.perf_counter() - started - eval_seconds
-    return Result(batches, sft_seconds, rl_seconds, curve, eval_curve, config)
+    return Result(batches, sft_seconds, rl_seconds, rollout_seconds, curve, eval_curve, config)
 
 
 def block_means(values: list[float], size: int = 10) -> list[float]:
@@ -131,12 +135,15 @@ def block_means(values: list[float], size: int = 10) -> list[float]:
 def report(result: Result, args: argparse.Namespace) -> str:
     curve, steps = result.curve, len(result.curve)
     per_step = result.rl_seconds / max(1, steps)
+    rollouts = result.rollout_seconds / max(1, steps)
+    load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     blocks = " ".join(f"{v:.2f}" for v in block_means(curve))
     first, last = sum(curve[:10]) / len(curve[:10]), sum(curve[-10:]) / len(curve[-10:])
     rows = "\n".join(f"| {s} | {v:.3f} |" for s, v in result.eval_curve)
     return f"""{SECTION}
 
-Produced by `python bench/learn_reverse.py` (2 CPU cores, the built-in 1M-parameter model), through
+Produced by `python bench/learn_reverse.py` (2 CPU cores shared with the other work of the machine at
+the time, load {load}; the built-in 1M-parameter model), through
 the HTTP API and the client only: upload SFT data, SFT job, then per RL step 8 words x 8 samples
 rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), one RL job
 (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
@@ -144,8 +151,9 @@ rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), on
 - SFT: {result.sft_batches} batches of 64 at lr 1e-3 (20 warm-up batches); after the first job, jobs of 5
   batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs (the plain
   PyTorch loop of spec/rl-on-cpu.md: 130 batches in about 16 s).
-- RL: {steps} steps in {result.rl_seconds:.0f} s, {per_step:.2f} s per step (rollouts + job +
-  checkpoint; held-out evaluations excluded), against 0.43 s per step for the plain loop.
+- RL: {steps} steps in {result.rl_seconds:.0f} s, {per_step:.2f} s per step ({rollouts:.2f} s of rollouts, the
+  rest the job: packing, gradient steps, checkpoint; held-out evaluations excluded), against 0.43 s
+  per step for the plain loop.
 - Sampled reward of the training rollouts (64 per step), means over blocks of 10 steps:
   {blocks}
 - First 10 steps {first:.3f} -> last 10 steps {last:.3f}.

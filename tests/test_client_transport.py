@@ -423,3 +423,15 @@ def test_request_timeout_is_retried_for_reads(mode: str, sleeps: list[float]) ->
     rec = Recorder(httpx.Response(408), httpx.Response(504), ok())
     assert Both(mode, rec, config()).run(get()) == {"ok": True}
     assert sleeps == [0.5, 1.0]
+
+
+def test_hostile_retry_after_values_never_break_the_sleep(mode: str, sleeps: list[float]) -> None:
+    rec = Recorder(
+        httpx.Response(503, headers={"retry-after-ms": "-5000"}),
+        httpx.Response(503, headers={"retry-after-ms": "nan"}),
+        httpx.Response(503, headers={"retry-after-ms": "inf"}),
+        httpx.Response(503, headers={"retry-after": "-3"}),
+        ok(),
+    )
+    assert Both(mode, rec, config(max_retries=4)).run(get()) == {"ok": True}
+    assert sleeps == [0.0, 0.0, 60.0, 4.0]

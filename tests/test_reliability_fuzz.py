@@ -12,6 +12,7 @@ import copy
 import inspect
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from toolkit.server.settings import Settings
 if TYPE_CHECKING:
     from conftest import LocalServer
 
-FUZZ_EXAMPLES = int(os.environ.get("TOOLKIT_FUZZ_EXAMPLES", "25"))
+FUZZ_EXAMPLES = int(os.environ.get("TOOLKIT_FUZZ_EXAMPLES", "20"))
 FUZZ_SEED = int(os.environ.get("TOOLKIT_FUZZ_SEED", "8"))
 
 
@@ -49,8 +50,8 @@ def openapi_with_parsed_bodies() -> dict[str, Any]:
     app = create_app(Settings(data_dir=Path("unused")))
     doc = copy.deepcopy(app.openapi())
     components = doc.setdefault("components", {}).setdefault("schemas", {})
-    for route in app.routes:
-        if not isinstance(route, APIRoute) or not route.include_in_schema:
+    for route in api_routes(app.routes):
+        if not route.include_in_schema:
             continue
         model = parsed_model(route)
         for method in route.methods if model else ():
@@ -63,6 +64,15 @@ def openapi_with_parsed_bodies() -> dict[str, Any]:
     return doc
 
 
+def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
+    """Every endpoint, inside included routers too (FastAPI keeps them nested)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        elif hasattr(route, "original_router"):
+            yield from api_routes(route.original_router.routes)
+
+
 def parsed_model(route: APIRoute) -> type[BaseModel] | None:
     for dep in route.dependant.dependencies:
         for value in inspect.getclosurevars(dep.call).nonlocals.values() if dep.call else ():
@@ -71,6 +81,9 @@ def parsed_model(route: APIRoute) -> type[BaseModel] | None:
     return None
 
 
+# Answers in a media type the route does not declare (reported to its owner): OTLP export replies
+# in protobuf (application/x-protobuf) to any request that is not JSON, as OTLP/HTTP requires.
+OTHER_MEDIA_TYPES = {"POST /traces/otel/v1/traces"}
 OPENAPI = openapi_with_parsed_bodies()
 schema = schemathesis.openapi.from_dict(
     OPENAPI,
@@ -106,11 +119,13 @@ def test_fuzz_operation(case: Case, server: LocalServer, fuzz_user: dict[str, An
         real = fuzz_user["ids"].get(name)
         if real and case.method != "DELETE" and rng.random() < 0.5:
             case.path_parameters[name] = real
+    excluded = [content_type_conformance] if case.operation.label in OTHER_MEDIA_TYPES else []
     case.call_and_validate(
         base_url=server.url,
         headers={"Authorization": f"Bearer {fuzz_user['key']}"},
         checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
         additional_checks=[error_in_service_shape],
+        excluded_checks=excluded,
         timeout=60,
     )
 

@@ -15,6 +15,7 @@ from weave.trace_server_bindings.remote_http_trace_server import RemoteHTTPTrace
 from conftest import LocalServer
 
 UTC = datetime.UTC
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _id() -> str:
@@ -57,6 +58,7 @@ def _end(project: str, call_id: str, at: datetime.datetime, output: Any, summary
 def test_calls_round_trip(remote: RemoteHTTPTraceServer, project: str) -> None:
     t0 = datetime.datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)
     root, child = _id(), _id()
+    ms = datetime.timedelta(milliseconds=1)
     op = f"weave:///{project}/op/answer:2El9nYJ3CnBykmEJWqmPfvUVTXr0mfgDe2yiUClnhaY"
     started = remote.call_start(tsi.CallStartReq(start=_start(project, root, root, None, op, t0)))
     assert (started.id, started.trace_id) == (root, root)
@@ -65,13 +67,9 @@ def test_calls_round_trip(remote: RemoteHTTPTraceServer, project: str) -> None:
     batch = tsi.CallCreateBatchReq(
         batch=[
             tsi.CallBatchStartMode(
-                req=tsi.CallStartReq(start=_start(project, child, root, root, "child", t0))
+                req=tsi.CallStartReq(start=_start(project, child, root, root, "child", t0 + ms))
             ),
-            tsi.CallBatchEndMode(
-                req=tsi.CallEndReq(
-                    end=_end(project, child, t0 + datetime.timedelta(milliseconds=5), [1, 2], {})
-                )
-            ),
+            tsi.CallBatchEndMode(req=tsi.CallEndReq(end=_end(project, child, t0 + 5 * ms, [1, 2], {}))),
         ]
     )
     assert [r.model_dump(exclude_none=True) for r in remote.call_start_batch(batch).res] == [

@@ -4,15 +4,17 @@ and the whole loop (roll out, train, roll out the new checkpoint) through the cl
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from training_helpers import new_model, served
 
 from conftest import LocalServer
+from toolkit.client.sft_data import train_jsonl
 from toolkit.client.training import wire
 from toolkit.rollouts import exception_record, gather, gather_async, trajectory
 from toolkit.tasks import reverse
-from toolkit.types.training import Choice, TrajectoryGroup
+from toolkit.types.training import Choice, Trajectory, TrajectoryGroup
 
 
 def test_trajectory_from_a_completion_carries_token_ids_and_logprobs(server: LocalServer) -> None:
@@ -103,3 +105,26 @@ def test_the_whole_loop_trains_and_serves_the_new_checkpoint(server: LocalServer
     assert checkpoint.step == 1
     again = gather(["cat"], reverse.rollout(client, served(model, 1)), group_size=2, progress=False)
     assert len(again[0].trajectories) == 2
+
+
+def test_sft_data_from_trajectories_message_lists_and_files(tmp_path: Path) -> None:
+    made = Trajectory.model_validate(
+        {
+            "messages_and_choices": [
+                {"role": "user", "content": "reverse cat"},
+                {"index": 0, "message": {"role": "assistant", "content": None}, "token_ids": [1]},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+        }
+    )
+    lines = train_jsonl([made, reverse.conversation("dog"), {"messages": reverse.conversation("cow")}])
+    records = [json.loads(line) for line in lines.decode().splitlines()]
+    assert records[0] == {
+        "messages": [{"role": "user", "content": "reverse cat"}, {"role": "assistant", "content": ""}],
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+    }
+    assert records[1] == {"messages": reverse.conversation("dog")}
+    assert records[2] == {"messages": reverse.conversation("cow")}
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(lines)
+    assert train_jsonl(path) == lines == train_jsonl(str(path))

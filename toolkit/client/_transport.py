@@ -98,7 +98,8 @@ def retry_delay(attempt: int, response: httpx.Response | None) -> float:
         headers = response.headers
         try:
             if "retry-after-ms" in headers:
-                return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER)
+                seconds = float(headers["retry-after-ms"]) / 1000
+                return max(0.0, min(seconds, MAX_RETRY_AFTER))  # negative or NaN: no wait
             if "retry-after" in headers:
                 value = headers["retry-after"]
                 if value.replace(".", "", 1).isdigit():

@@ -693,8 +693,8 @@ async def _events(svc: Services, prep: Prepared) -> AsyncIterator[Event]:
         while remaining:
             event = await queue.get()
             if isinstance(event, Failed):
-                if isinstance(event.error, ApiError):
-                    raise event.error
+                if isinstance(event.error, FileNotFoundError):  # checkpoint deleted since it was resolved
+                    raise NotFound(f"The model `{prep.model}` does not exist.", param="model")
                 raise EngineError("Internal server error")
             if isinstance(event, Finished):
                 remaining -= 1

@@ -175,9 +175,9 @@ class Engine:
             model = load_model(self.spec, weights.folder)
             runner = Runner(model, self.spec.max_model_len)
             self._runners[weights.key] = runner
-            while len(self._runners) > LOADED_WEIGHTS:
-                old = next(k for k in self._runners if k not in self._batches and k != "base")
-                del self._runners[old]
+            idle = [k for k in self._runners if k not in self._batches and k not in ("base", weights.key)]
+            for key in idle[: max(0, len(self._runners) - LOADED_WEIGHTS)]:
+                del self._runners[key]
         self._runners.move_to_end(weights.key)
         return runner
 

@@ -26,7 +26,6 @@ class JobRow:
     """What the runner needs of a job."""
 
     id: str
-    user_id: str
     model_id: str
     kind: JobKind
     status: str
@@ -93,7 +92,7 @@ class Jobs:
         if row is None:
             return None
         request = json.loads(row["request"]) if row["request"] else None
-        return JobRow(row["id"], row["user_id"], row["model_id"], row["kind"], row["status"], request)
+        return JobRow(row["id"], row["model_id"], row["kind"], row["status"], request)
 
     def ids_with_status(self, status: str) -> list[str]:
         rows = self.db.conn.execute(
@@ -111,11 +110,11 @@ class Jobs:
             )
             return cur.rowcount == 1
 
-    def started(self, job_id: str, num_sequences: int, data: dict[str, Any]) -> None:
+    def started(self, job_id: str, num_sequences: int) -> None:
         """Record the number of gradient steps and write ``training_started``."""
         with self.db.write() as conn:
             conn.execute("UPDATE training_jobs SET num_sequences = ? WHERE id = ?", (num_sequences, job_id))
-            self._add_event(conn, job_id, "training_started", {"num_sequences": num_sequences, **data})
+            self._add_event(conn, job_id, "training_started", {"num_sequences": num_sequences})
 
     def add_event(self, job_id: str, type_: EventType, data: dict[str, Any]) -> None:
         with self.db.write() as conn:

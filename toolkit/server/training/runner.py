@@ -273,7 +273,7 @@ class TrainingRunner:
                 ]
             )
         policy = self._policy(req.model_id, spec, base)
-        self.jobs.started(job_id, len(plan.batches), {})
+        self.jobs.started(job_id, len(plan.batches))
         steps: list[dict[str, float]] = []
         if plan.batches:
             reference_at = reference_step(req.experimental_config, base.step)
@@ -315,7 +315,7 @@ class TrainingRunner:
         batches = sft_batches(samples, request["batch_size"])
         learning_rates = request["learning_rates"]
         policy = self._policy(base.model_id, spec, base)
-        self.jobs.started(job_id, len(batches), {})
+        self.jobs.started(job_id, len(batches))
         steps: list[dict[str, float]] = []
         run_sft(
             policy,

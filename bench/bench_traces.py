@@ -1,0 +1,280 @@
+"""Trace service against Weave's own SQLite trace server, same data, same run.
+
+    .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH]
+
+Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
+``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
+in a subprocess of its own (``--weave-python``, default this interpreter). Both get the same
+calls (traces of one root and nine children, 20 ops, one start and one end per call):
+- ingest: calls/s through ``/call/upsert_batch`` (500 calls = 1000 items a request) vs
+  ``call_start_batch`` with the same batches;
+- limit-100 queries, p50 of 20: by op sorted by time, roots only, a ``$expr`` filter;
+- a full streamed scan (rows/s) and the peak growth of the serving process's memory during it.
+Prints a Markdown table with ratios (the figures of docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+PROJECT = "bench/traces"
+BATCH = 500
+REPEATS = 20
+QUERIES: dict[str, dict[str, Any]] = {
+    "by op, newest first": {
+        "filter": {"op_names": ["op_7"]},
+        "sort_by": [{"field": "started_at", "direction": "desc"}],
+        "limit": 100,
+    },
+    "roots only, newest first": {
+        "filter": {"trace_roots_only": True},
+        "sort_by": [{"field": "started_at", "direction": "desc"}],
+        "limit": 100,
+    },
+    "$expr latency > 1900 ms": {
+        "query": {"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1900}]}},
+        "sort_by": [{"field": "started_at", "direction": "desc"}],
+        "limit": 100,
+    },
+}
+
+
+def make_batches(n: int) -> list[list[dict[str, Any]]]:
+    """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call)."""
+    rnd = random.Random(0)
+    t0 = datetime(2025, 6, 1, tzinfo=UTC)
+    items: list[dict[str, Any]] = []
+    root = ""
+    for i in range(n):
+        call_id = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+        if i % 10 == 0:
+            root = call_id
+        started = t0 + timedelta(milliseconds=i)
+        prompt, completion = rnd.randrange(10, 500), rnd.randrange(1, 200)
+        start = {
+            "project_id": PROJECT,
+            "id": call_id,
+            "trace_id": root,
+            "parent_id": None if call_id == root else root,
+            "op_name": "rollout" if call_id == root else f"op_{rnd.randrange(20)}",
+            "started_at": started.isoformat(),
+            "attributes": {"weave": {"source": "bench"}},
+            "inputs": {"n": i, "prompt": f"question number {i}", "temperature": 0.7},
+        }
+        end = {
+            "project_id": PROJECT,
+            "id": call_id,
+            "ended_at": (started + timedelta(milliseconds=rnd.randrange(1, 2000))).isoformat(),
+            "output": {"answer": f"answer {i}", "score": rnd.random()},
+            "summary": {
+                "usage": {"tiny": {"requests": 1, "prompt_tokens": prompt, "completion_tokens": completion}},
+                "status_counts": {"success": 1, "error": 0},
+            },
+        }
+        items += [{"mode": "start", "req": {"start": start}}, {"mode": "end", "req": {"end": end}}]
+    return [items[i : i + 2 * BATCH] for i in range(0, len(items), 2 * BATCH)]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class PeakRss:
+    """Samples a process's resident memory every 20 ms; ``growth`` is peak minus the start."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.start, self.peak = pid, rss_mb(pid), 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.02)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mb(self.pid))
+
+    @property
+    def growth(self) -> float:
+        return self.peak - self.start
+
+
+def p50_ms(run: Callable[[], int]) -> tuple[float, int]:
+    times, rows = [], 0
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        rows = run()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times), rows
+
+
+# ----------------------------------------------------------------------------- Weave's side
+
+
+def weave_side(data: Path) -> dict[str, Any]:
+    from weave.trace_server import trace_server_interface as tsi
+    from weave.trace_server.sqlite_trace_server import SqliteTraceServer
+
+    batches = [tsi.CallCreateBatchReq.model_validate({"batch": b}) for b in json.loads(data.read_text())]
+    calls = sum(len(b.batch) for b in batches) // 2
+    with tempfile.TemporaryDirectory() as tmp:
+        server = SqliteTraceServer(str(Path(tmp) / "weave.db"))
+        server.setup_tables()
+        t = time.perf_counter()
+        for batch in batches:
+            server.call_start_batch(batch)
+        ingest = calls / (time.perf_counter() - t)
+        out: dict[str, Any] = {"ingest": ingest, "queries": {}}
+        for name, spec in QUERIES.items():
+            req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
+            out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)))
+        import os
+
+        with PeakRss(os.getpid()) as mem:
+            t = time.perf_counter()
+            rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
+            out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t), "rss_growth_mb": 0.0}
+        out["scan"]["rss_growth_mb"] = mem.growth
+    return out
+
+
+# ----------------------------------------------------------------------------- our side
+
+
+def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            url = json.loads((data_dir / "server.json").read_text())["url"]
+            key = (data_dir / "local.key").read_text().strip()
+            if (
+                httpx.get(f"{url}/traces/health", headers={"Authorization": f"Bearer {key}"}).status_code
+                == 200
+            ):
+                return proc, url, key
+        except (FileNotFoundError, ValueError, KeyError, httpx.HTTPError):
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("server did not start")
+
+
+def jsonl_rows(lines: Iterator[str]) -> int:
+    import orjson
+
+    return sum(1 for line in lines if orjson.loads(line))
+
+
+def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    import httpx
+    import orjson
+
+    bodies = [orjson.dumps({"batch": b}) for b in batches]
+    calls = sum(len(b) for b in batches) // 2
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url, key = start_server(Path(tmp))
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        try:
+            with httpx.Client(base_url=f"{url}/traces", headers=headers, timeout=600) as http:
+                t = time.perf_counter()
+                for body in bodies:
+                    http.post("/call/upsert_batch", content=body).raise_for_status()
+                ingest = calls / (time.perf_counter() - t)
+                out: dict[str, Any] = {"ingest": ingest, "queries": {}}
+
+                def query(spec: dict[str, Any]) -> int:
+                    with http.stream(
+                        "POST", "/calls/stream_query", json={"project_id": PROJECT, **spec}
+                    ) as r:
+                        r.raise_for_status()
+                        return jsonl_rows(r.iter_lines())
+
+                for name, spec in QUERIES.items():
+                    out["queries"][name] = p50_ms(lambda s=spec: query(s))
+                with PeakRss(proc.pid) as mem:
+                    t = time.perf_counter()
+                    rows = query({})
+                    out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t)}
+                out["scan"]["rss_growth_mb"] = mem.growth
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--weave-python", default=sys.executable, help="interpreter with weave==0.52.38")
+    parser.add_argument("--weave-side", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.weave_side:
+        print(json.dumps(weave_side(args.weave_side)))
+        return
+    batches = make_batches(args.calls)
+    ours = our_side(batches)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "batches.json"
+        data.write_text(json.dumps(batches))
+        del batches
+        result = subprocess.run(
+            [args.weave_python, __file__, "--weave-side", str(data)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    print(f"{args.calls:,} calls; ours over HTTP (loopback), Weave's SQLite server in-process\n")
+    print("| measure | ours | Weave SQLite | ratio |")
+    print("|---|---|---|---|")
+    print(
+        f"| ingest, calls/s (`/call/upsert_batch`, {BATCH} calls a request) | {ours['ingest']:,.0f}"
+        f" | {theirs['ingest']:,.0f} | {ours['ingest'] / theirs['ingest']:.1f}x |"
+    )
+    for name in QUERIES:
+        (mine, n_mine), (weave, n_weave) = ours["queries"][name], theirs["queries"][name]
+        assert n_mine == n_weave, (name, n_mine, n_weave)
+        print(f"| {name}, limit 100, p50 ms | {mine:.1f} | {weave:.1f} | {weave / mine:.1f}x faster |")
+    s_mine, s_weave = ours["scan"], theirs["scan"]
+    print(
+        f"| full streamed scan, rows/s ({s_mine['rows']:,} rows) | {s_mine['rows_per_s']:,.0f}"
+        f" | {s_weave['rows_per_s']:,.0f} | {s_mine['rows_per_s'] / s_weave['rows_per_s']:.1f}x |"
+    )
+    print(
+        f"| memory growth of the server during the scan, MB | {s_mine['rss_growth_mb']:.0f}"
+        f" | {s_weave['rss_growth_mb']:.0f} | |"
+    )
+
+
+if __name__ == "__main__":
+    main()
