@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH]
 
+Weave's SQLite server needs packages of its ``trace-server`` extra that its wheel does not declare
+for the default install; a separate venv keeps them out of ours:
+
+    python -m venv .venv-weave && .venv-weave/bin/pip install weave==0.52.38 ddtrace \
+        opentelemetry-proto emoji sqlparse redis clickhouse-connect
+
 Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
 ``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
 in a subprocess of its own (``--weave-python``, default this interpreter). Both get the same
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -24,12 +31,14 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+WEAVE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-weave/bin/python"
 PROJECT = "bench/traces"
 BATCH = 500
 REPEATS = 20
@@ -135,6 +144,11 @@ def p50_ms(run: Callable[[], int]) -> tuple[float, int]:
 
 
 def weave_side(data: Path) -> dict[str, Any]:
+    # The server imports its model-evaluation worker, which needs weave[scorers] (torch, ...);
+    # the benchmark never evaluates models, so that one module is stood in for.
+    worker = types.ModuleType("weave.trace_server.workers.evaluate_model_worker.evaluate_model_worker")
+    worker.EvaluateModelArgs = worker.EvaluateModelDispatcher = object  # type: ignore[attr-defined]
+    sys.modules.setdefault(worker.__name__, worker)
     from weave.trace_server import trace_server_interface as tsi
     from weave.trace_server.sqlite_trace_server import SqliteTraceServer
 
@@ -151,8 +165,6 @@ def weave_side(data: Path) -> dict[str, Any]:
         for name, spec in QUERIES.items():
             req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
             out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)))
-        import os
-
         with PeakRss(os.getpid()) as mem:
             t = time.perf_counter()
             rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
@@ -235,7 +247,7 @@ def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100_000)
-    parser.add_argument("--weave-python", default=sys.executable, help="interpreter with weave==0.52.38")
+    parser.add_argument("--weave-python", default=str(WEAVE_PYTHON), help="interpreter with weave==0.52.38")
     parser.add_argument("--weave-side", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.weave_side:

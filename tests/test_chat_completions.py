@@ -131,6 +131,13 @@ def test_allowed_token_ids_logit_bias_and_bad_words(http: httpx.Client) -> None:
     assert "ab" not in text(pairs)
 
 
+def test_special_tokens_in_the_text_when_not_skipped(http: httpx.Client) -> None:
+    body = {"max_tokens": 2, "allowed_token_ids": [257], "ignore_eos": True, "skip_special_tokens": False}
+    assert text(chat(http, **body)) == "<|im_end|> <|im_end|>"
+    assert text(chat(http, **body, spaces_between_special_tokens=False)) == "<|im_end|><|im_end|>"
+    assert text(chat(http, **{**body, "skip_special_tokens": True})) == ""
+
+
 def test_penalties_and_sampling_filters_are_accepted(http: httpx.Client) -> None:
     resp = chat(
         http,

@@ -51,15 +51,31 @@ def test_runner_matches_transformers_forward(spec) -> None:  # type: ignore[no-u
     prompt = [256, 117, 115, 101, 114, 10, 104, 105, 257, 10, 256, 97]
     with torch.no_grad():
         reference = model(torch.tensor([[*prompt, 65, 66]])).logits[0]
-    assert torch.allclose(
-        runner.prefill(cache, 0, prompt, 0, all_logits=True), reference[: len(prompt)], atol=1e-4
-    )
+    last, [full] = runner.prefill(cache, [0], [prompt], [0], [True])
+    assert full is not None and torch.allclose(full, reference[: len(prompt)], atol=1e-4)
+    assert torch.allclose(last[0], reference[len(prompt) - 1], atol=1e-4)
     cache.copy_slot(0, 1, len(prompt))  # a second row sharing the prompt (n > 1, prefix cache)
     step1 = runner.decode(cache, torch.tensor([65, 65]), torch.tensor([len(prompt), len(prompt)]))
     assert torch.allclose(step1[0], reference[len(prompt)], atol=1e-4)
     assert torch.allclose(step1[1], reference[len(prompt)], atol=1e-4)
     step2 = runner.decode(cache, torch.tensor([66, 66]), torch.tensor([len(prompt) + 1] * 2))
     assert torch.allclose(step2[0], reference[len(prompt) + 1], atol=1e-4)
+
+
+def test_batched_prefill_of_different_lengths_and_cached_prefixes(spec) -> None:  # type: ignore[no-untyped-def]
+    model = load_model(spec)
+    runner = Runner(model, spec.max_model_len)
+    cache = runner.new_cache()
+    long, short = list(range(60, 90)), [256, 65, 66, 67]
+    runner.prefill(cache, [2], [long[:16]], [0])  # slot 2 already holds the first 16 tokens of ``long``
+    last, _ = runner.prefill(cache, [1, 2], [short, long[16:]], [0, 16])
+    with torch.no_grad():
+        assert torch.allclose(last[0], model(torch.tensor([short])).logits[0, -1], atol=1e-4)
+        assert torch.allclose(last[1], model(torch.tensor([long])).logits[0, -1], atol=1e-4)
+    step = runner.decode(cache, torch.tensor([0, 1, 2]), torch.tensor([0, len(short), len(long)]))
+    with torch.no_grad():
+        assert torch.allclose(step[1], model(torch.tensor([[*short, 1]])).logits[0, -1], atol=1e-4)
+        assert torch.allclose(step[2], model(torch.tensor([[*long, 2]])).logits[0, -1], atol=1e-4)
 
 
 def test_greedy_takes_argmax_and_reports_raw_logprobs() -> None:

@@ -42,7 +42,7 @@ def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
         http.stream(
             "POST",
             "/v1/chat/completions",
-            json={"messages": USER, "max_tokens": 600, "ignore_eos": True, "stream": True},
+            json={"messages": USER, "max_tokens": 900, "ignore_eos": True, "stream": True},
         ) as blocker,
     ):
         lines = blocker.iter_lines()
@@ -50,7 +50,7 @@ def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
         workers = [threading.Thread(target=run, args=(f"p{p}", p)) for p in (9, 5, -3)]
         for w in workers:
             w.start()
-            w.join(0.3)  # let each arrive before the next
+            w.join(0.05)  # all three wait behind the blocker (their order of arrival does not matter)
         for _ in lines:
             pass
     for w in workers:

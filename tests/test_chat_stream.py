@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -10,6 +11,9 @@ import pytest
 
 from conftest import LocalServer
 from toolkit.client import APIError
+from toolkit.server.chat_service import EngineError
+from toolkit.server.routes.chat import _sse
+from toolkit.types.chat import ChatCompletionChunk
 
 USER = [{"role": "user", "content": "Tell me a story."}]
 
@@ -117,6 +121,21 @@ def test_engine_errors_arrive_in_the_stream_and_request_errors_before_it(http: h
     ]
     r = http.post("/v1/chat/completions", json={"messages": USER, "stream": True, "temperature": 3})
     assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+
+
+async def test_a_failure_after_the_stream_began_is_an_error_event_then_done() -> None:
+    async def failing() -> AsyncIterator[ChatCompletionChunk]:
+        yield ChatCompletionChunk(id="chatcmpl-1", created=1, model="m", choices=[])
+        raise EngineError("Internal server error")
+
+    chunks = failing()
+    first = await anext(chunks)
+    events = [e async for e in _sse(first, chunks)]
+    assert events[1:] == [
+        'data: {"error":{"message":"Internal server error","type":"InternalServerError","param":null,'
+        '"code":500}}\n\n',
+        "data: [DONE]\n\n",
+    ]
 
 
 def test_client_streams_typed_chunks(server: LocalServer) -> None:

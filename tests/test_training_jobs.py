@@ -397,6 +397,18 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
     folders = sorted(p.name for p in (fresh_server.data_dir / "checkpoints" / model.id).iterdir())
     assert folders == ["step1"]
 
+    # a clean stop (SIGTERM) fails the running job at once and keeps the queued one for the next start
+    running = client.sft_training_jobs.create_from_data(
+        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
+    )
+    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=data[:2])
+    wait_for_event(client, running.id, "gradient_step")
+    client.close()
+    fresh_server.restart()
+    client = fresh_server.client()
+    assert client.training_jobs.retrieve(running.id).status == "failed"
+    assert wait_job(client, queued.id).result_step == 2
+
 
 def test_events_of_unknown_job_404(server: LocalServer) -> None:
     with server.http() as http:

@@ -21,6 +21,7 @@ from toolkit.server.training.loss import (
     policy_loss,
     token_weights,
 )
+from toolkit.server.training.runner import reference_step
 from toolkit.server.training.sequences import Sample, pack
 from toolkit.server.training.trainer import reward_std_lr_multiplier, step_learning_rate
 from toolkit.types.training import ExperimentalTrainingConfig
@@ -263,3 +264,17 @@ def test_logprob_calculation_chunk_size_does_not_change_values() -> None:
     assert ent_whole is not None and ent_chunked is not None
     assert torch.allclose(ent_whole, ent_chunked, atol=1e-5)
     assert float(batch.mask[:, 0].sum()) == 0  # the first token has no context: never trained
+
+
+def test_kl_reference_checkpoint() -> None:
+    def ref(**kw: object) -> int | None:
+        return reference_step(ExperimentalTrainingConfig.model_validate(kw), base_step=5)
+
+    assert ref() is None and ref(kl_penalty_coef=0.0, kl_penalty_reference_step=2) is None
+    assert ref(kl_penalty_coef=0.1) == 0  # the base weights
+    assert ref(kl_penalty_coef=0.1, kl_penalty_reference_step=2) == 2
+    assert ref(kl_penalty_coef=0.1, kl_penalty_step_lag=2) == 4  # two steps before the one produced (6)
+    assert ref(kl_penalty_coef=0.1, kl_penalty_step_lag=99) == 0
+    assert ref(kl_penalty_coef=0.1, kl_ref_adapter_path="/ckpts/model/step3") == 3
+    with pytest.raises(ValueError, match="step<N>"):
+        ref(kl_penalty_coef=0.1, kl_ref_adapter_path="/somewhere/else")

@@ -752,7 +752,7 @@ async def create_chat_completion(
             )
         )
     completion = sum(len(f.token_ids) for f in finished.values())
-    _record(svc, prep, len(prompt), completion, started.cached_tokens)
+    await asyncio.to_thread(_record, svc, prep, len(prompt), completion, started.cached_tokens)
     return ChatCompletion(
         id=prep.id,
         created=prep.created,
@@ -847,7 +847,7 @@ async def stream_chat_completion(
             tail = event.tail or Delta(event.index, [], "", [])
             yield content(tail, finish_reason=event.finish_reason, stop_reason=event.stop_reason)
     completion = sum(counts)
-    _record(svc, prep, len(prompt), completion, cached)
+    await asyncio.to_thread(_record, svc, prep, len(prompt), completion, cached)
     if include_usage:
         yield ChatCompletionChunk(
             id=prep.id,

@@ -44,8 +44,8 @@ class BeamJob:
         self.cache = runner.new_cache()
         self.completed: list[_Beam] = []
         self.beams = [_Beam()]
-        logits = runner.prefill(self.cache, 0, req.prompt_ids, 0, all_logits=False)
-        self._expand(logits[None])
+        logits, _ = runner.prefill(self.cache, [0], [req.prompt_ids], [0])
+        self._expand(logits)
 
     def _score(self, beam: _Beam) -> float:
         length = len(self.req.prompt_ids) + len(beam.tokens)

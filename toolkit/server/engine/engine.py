@@ -225,17 +225,29 @@ class Engine:
         self._waiting = [r for r in self._waiting if not r.cancelled]
         if self.priority_scheduling:
             self._waiting.sort(key=lambda r: (r.priority, r.arrival))
+        running = self._running()
+        groups: dict[str, list[Request]] = {}
         while self._waiting:
             req = self._waiting[0]
             need = req.beam.width if req.beam else len(req.params)
-            if self._running() and self._running() + need > self.max_num_seqs:
+            if running and running + need > self.max_num_seqs:
                 break
-            self._waiting.pop(0)
+            running += need
+            groups.setdefault("beam" if req.beam else req.weights.key, []).append(self._waiting.pop(0))
+        for key, reqs in groups.items():
             try:
-                self._admit(req)
+                if key == "beam":
+                    self._start_beams(reqs)
+                else:
+                    self._admit(reqs)
             except Exception as exc:
-                log.exception("request %s failed at prefill", req.id)
-                req.emit(Failed(exc))
+                log.exception("prefill failed")
+                failed = {id(r) for r in reqs}
+                for batch in self._batches.values():
+                    for seq in [s for s in batch.seqs if id(s.req) in failed]:
+                        batch.remove(seq)
+                for req in reqs:
+                    req.emit(Failed(exc))
         for key, batch in list(self._batches.items()):
             for seq in [s for s in batch.seqs if s.req.cancelled]:
                 batch.remove(seq)
@@ -256,46 +268,64 @@ class Engine:
         self._batches.clear()
         self._beams.clear()
 
-    def _admit(self, req: Request) -> None:
-        runner = self.runner(req.weights)
-        if req.beam is not None:
-            job = BeamJob(req, runner, self.codec, self.spec.eos_token_ids, self.spec.max_model_len)
+    def _start_beams(self, reqs: list[Request]) -> None:
+        for req in reqs:
+            job = BeamJob(
+                req, self.runner(req.weights), self.codec, self.spec.eos_token_ids, self.spec.max_model_len
+            )
             req.emit(Started(0, None))
             self._beams.append(job)
-            return
-        batch = self._batches.get(req.weights.key) or Batch(runner)
-        self._batches[req.weights.key] = batch
-        slot = len(batch.seqs)
-        prompt = req.prompt_ids
-        keys: list[str] = []
-        start = 0
-        if req.cache_scope is not None and req.prompt_logprobs is None:
-            keys = block_keys(f"{req.weights.key}|{req.cache_scope}", prompt[:-1])
-            blocks = self.prefix_cache.lookup(keys)
-            batch.cache.reserve(slot + 1, len(prompt))
+
+    def _admit(self, reqs: list[Request]) -> None:
+        """Prefill requests sharing one set of weights in one forward pass (cached prefix blocks
+        reused), then sample each sequence's first token."""
+        runner = self.runner(reqs[0].weights)
+        batch = self._batches.get(reqs[0].weights.key) or Batch(runner)
+        self._batches[reqs[0].weights.key] = batch
+        eos = self.spec.eos_token_ids
+        parents: list[Sequence] = []
+        starts: list[int] = []
+        keys: list[list[str]] = []
+        for req in reqs:
+            prompt, slot = req.prompt_ids, len(batch.seqs)
+            batch.cache.reserve(slot + len(req.params), len(prompt))
+            scope = f"{req.weights.key}|{req.cache_scope}"
+            keys.append(block_keys(scope, prompt[:-1]) if req.cache_scope is not None else [])
+            blocks = self.prefix_cache.lookup(keys[-1]) if req.prompt_logprobs is None else []
             for i, block in enumerate(blocks):
                 batch.cache.write_block(slot, i * BLOCK, block)
-            start = len(blocks) * BLOCK
-        want_all = req.prompt_logprobs is not None
-        logits = runner.prefill(batch.cache, slot, prompt[start:], start, all_logits=want_all)
-        for i, key in enumerate(keys):
-            if key not in self.prefix_cache:
-                self.prefix_cache.store(key, batch.cache.read_block(slot, i * BLOCK, (i + 1) * BLOCK))
-        prompt_lp = None
-        if want_all:
-            prompt_lp = _prompt_logprobs(logits, prompt, req.prompt_logprobs or 0)
-            logits = logits[-1]
-        seqs = [Sequence(req, 0, slot, self.codec, self.spec.eos_token_ids)]
-        batch.seqs.append(seqs[0])
-        for index in range(1, len(req.params)):
-            seq = Sequence(req, index, len(batch.seqs), self.codec, self.spec.eos_token_ids)
-            batch.cache.reserve(seq.slot + 1, len(prompt))
-            batch.cache.copy_slot(slot, seq.slot, len(prompt))
-            batch.seqs.append(seq)
-            seqs.append(seq)
-        req.emit(Started(start, prompt_lp))
-        step = sample(logits[None].expand(len(seqs), -1).clone(), seqs, self._fallback)
-        self._advance(batch, seqs, step)
+            starts.append(len(blocks) * BLOCK)
+            seqs = [Sequence(req, index, slot + index, self.codec, eos) for index in range(len(req.params))]
+            batch.seqs.extend(seqs)
+            parents.append(seqs[0])
+        last, full = runner.prefill(
+            batch.cache,
+            [p.slot for p in parents],
+            [p.prompt_ids[start:] for p, start in zip(parents, starts, strict=True)],
+            starts,
+            [r.prompt_logprobs is not None for r in reqs],
+        )
+        rows: list[Sequence] = []
+        parent_rows: list[int] = []
+        for i, (req, parent) in enumerate(zip(reqs, parents, strict=True)):
+            for b, key in enumerate(keys[i]):
+                if key not in self.prefix_cache:
+                    self.prefix_cache.store(
+                        key, batch.cache.read_block(parent.slot, b * BLOCK, (b + 1) * BLOCK)
+                    )
+            for index in range(1, len(req.params)):
+                batch.cache.copy_slot(parent.slot, parent.slot + index, len(req.prompt_ids))
+            logits = full[i]
+            prompt_lp = (
+                _prompt_logprobs(logits, req.prompt_ids, req.prompt_logprobs or 0)
+                if logits is not None
+                else None
+            )
+            req.emit(Started(starts[i], prompt_lp))
+            rows.extend(batch.seqs[parent.slot : parent.slot + len(req.params)])
+            parent_rows.extend([i] * len(req.params))
+        step = sample(last[torch.tensor(parent_rows)], rows, self._fallback)
+        self._advance(batch, rows, step)
 
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs

@@ -19,14 +19,28 @@ WriteKV = Callable[[int, Tensor, Tensor], tuple[Tensor, Tensor]]
 """Stores a layer's new keys/values in the cache and returns the keys/values to attend to."""
 
 
+Norm = Callable[[Tensor], Tensor]
+_PLAIN_RMS_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"}
+
+
+def _norm(module: torch.nn.Module) -> Norm:
+    """An RMS norm as one fused op when it is the plain ``x / rms(x) * weight`` kind."""
+    if type(module).__name__ not in _PLAIN_RMS_NORMS:
+        return module
+    weight = module.weight
+    assert isinstance(weight, Tensor)
+    eps, shape = float(getattr(module, "variance_epsilon", 1e-6)), [int(weight.shape[0])]
+    return lambda x: F.rms_norm(x, shape, weight, eps)
+
+
 @dataclass
 class _Layer:
-    norm1: torch.nn.Module
+    norm1: Norm
     qkv: torch.nn.Linear
-    q_norm: torch.nn.Module | None
-    k_norm: torch.nn.Module | None
+    q_norm: Norm | None
+    k_norm: Norm | None
     o_proj: torch.nn.Linear
-    norm2: torch.nn.Module
+    norm2: Norm
     gate_up: torch.nn.Linear
     down: torch.nn.Linear
 
@@ -50,7 +64,7 @@ class Runner:
             raise ValueError(f"unsupported architecture {type(model).__name__} (needs a Llama-like layout)")
         self.model = model
         self.embed = core.embed_tokens
-        self.norm = core.norm
+        self.norm = _norm(core.norm)
         self.lm_head = model.lm_head
         attn = layers[0].self_attn
         cfg = model.config
@@ -61,12 +75,12 @@ class Runner:
         self.n_layers = len(layers)
         self.layers = [
             _Layer(
-                norm1=layer.input_layernorm,
+                norm1=_norm(layer.input_layernorm),
                 qkv=_fused(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
-                q_norm=getattr(layer.self_attn, "q_norm", None),
-                k_norm=getattr(layer.self_attn, "k_norm", None),
+                q_norm=_norm(layer.self_attn.q_norm) if hasattr(layer.self_attn, "q_norm") else None,
+                k_norm=_norm(layer.self_attn.k_norm) if hasattr(layer.self_attn, "k_norm") else None,
                 o_proj=layer.self_attn.o_proj,
-                norm2=layer.post_attention_layernorm,
+                norm2=_norm(layer.post_attention_layernorm),
                 gate_up=_fused(layer.mlp.gate_proj, layer.mlp.up_proj),
                 down=layer.mlp.down_proj,
             )
@@ -84,9 +98,8 @@ class Runner:
     def new_cache(self) -> SlotCache:
         return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0])
 
-    def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
-        cos = self.cos[positions].unsqueeze(-3)  # [B, 1, T, D]
-        sin = self.sin[positions].unsqueeze(-3)
+    @staticmethod
+    def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         half = x.shape[-1] // 2
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
@@ -94,6 +107,8 @@ class Runner:
     def _layers(self, h: Tensor, positions: Tensor, write: WriteKV, mask: Tensor) -> Tensor:
         b, t, _ = h.shape
         nq, nk, d = self.n_heads * self.head_dim, self.n_kv * self.head_dim, self.head_dim
+        cos = self.cos[positions].unsqueeze(-3)  # [B, 1, T, D]
+        sin = self.sin[positions].unsqueeze(-3)
         for i, layer in enumerate(self.layers):
             x = layer.norm1(h)
             q, k, v = layer.qkv(x).split((nq, nk, nk), dim=-1)
@@ -101,8 +116,8 @@ class Runner:
             k = k.view(b, t, self.n_kv, d)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q, k = layer.q_norm(q), layer.k_norm(k)
-            q = self._rotate(q.transpose(1, 2), positions)
-            k = self._rotate(k.transpose(1, 2), positions)
+            q = self._rotate(q.transpose(1, 2), cos, sin)
+            k = self._rotate(k.transpose(1, 2), cos, sin)
             v = v.view(b, t, self.n_kv, d).transpose(1, 2)
             keys, values = write(i, k, v)
             out = F.scaled_dot_product_attention(
@@ -114,28 +129,42 @@ class Runner:
         return h
 
     @torch.no_grad()
-    def prefill(self, cache: SlotCache, slot: int, tokens: list[int], start: int, all_logits: bool) -> Tensor:
-        """Run ``tokens`` at positions ``start..`` of ``slot`` (positions before are cached).
+    def prefill(
+        self,
+        cache: SlotCache,
+        slots: list[int],
+        prompts: list[list[int]],
+        starts: list[int],
+        full: list[bool] | None = None,
+    ) -> tuple[Tensor, list[Tensor | None]]:
+        """Run several prompts at once, ``prompts[i]`` at positions ``starts[i]..`` of ``slots[i]``
+        (the positions before are cached), right-padded to the longest.
 
-        Returns float32 logits ``[T, V]`` if ``all_logits`` else ``[V]`` of the last position.
+        Returns float32 logits ``[k, V]`` of each prompt's last position, and where ``full[i]`` the
+        logits ``[len, V]`` of every position of prompt ``i``.
         """
-        t = len(tokens)
-        end = start + t
-        cache.reserve(slot + 1, end)
-        ids = torch.tensor([tokens])
-        positions = torch.arange(start, end)[None]
-        key_pos = torch.arange(end)
-        mask = key_pos[None, :] <= positions[0][:, None]  # [T, end]
+        lengths = [len(p) for p in prompts]
+        t = max(lengths)
+        width = min(cache.max_len, max(s + t for s in starts))
+        cache.reserve(max(slots) + 1, width)
+        ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts])
+        # pad positions past the window are clamped: they only ever hold masked garbage
+        positions = (torch.tensor(starts)[:, None] + torch.arange(t)[None]).clamp(max=width - 1)
+        rows = torch.tensor(slots)
+        mask = torch.arange(width)[None, None, :] <= positions[:, :, None]  # [k, T, width]
 
         def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-            cache.k[i][slot, :, start:end] = k[0]
-            cache.v[i][slot, :, start:end] = v[0]
-            return cache.k[i][slot : slot + 1, :, :end], cache.v[i][slot : slot + 1, :, :end]
+            cache.k[i][rows[:, None], :, positions] = k.transpose(1, 2)
+            cache.v[i][rows[:, None], :, positions] = v.transpose(1, 2)
+            return cache.k[i][rows, :, :width], cache.v[i][rows, :, :width]
 
-        h = self._layers(self.embed(ids), positions, write, mask[None, None])
-        h = h[0] if all_logits else h[0, -1:]
-        logits = self.lm_head(self.norm(h)).float()
-        return logits if all_logits else logits[0]
+        h = self._layers(self.embed(ids), positions, write, mask[:, None])
+        last = self.lm_head(self.norm(h[torch.arange(len(prompts)), torch.tensor(lengths) - 1])).float()
+        every: list[Tensor | None] = [
+            self.lm_head(self.norm(h[i, : lengths[i]])).float() if full and full[i] else None
+            for i in range(len(prompts))
+        ]
+        return last, every
 
     @torch.no_grad()
     def decode(self, cache: SlotCache, tokens: Tensor, positions: Tensor) -> Tensor:

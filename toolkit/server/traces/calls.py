@@ -16,7 +16,7 @@ from ...types.traces import (
     StartedCall,
 )
 from ..errors import BadRequest, NotFound, PayloadTooLarge
-from .common import dumps, iso_sql, now_us, to_us, uuid7
+from .common import dumps, iso, now_us, to_us, uuid7
 from .query import Expr, Fields, json_path, order_by, translate
 from .refs import PREFIX, find_refs, op_display_name
 from .store import Base
@@ -27,22 +27,21 @@ MAX_DELETE = 1000
 
 COLUMNS = (
     "pid, id, trace_id, parent_id, thread_id, turn_id, op_name, trace_name, display_name, started_at,"
-    " ended_at, exception, attributes, inputs, output, summary, input_refs, output_refs, wb_user_id,"
-    " wb_run_id, wb_run_step, wb_run_step_end, otel_dump"
+    " ended_at, status, latency_ms, head, tail, summary, exception, input_refs, output_refs, wb_user_id,"
+    " wb_run_id, wb_run_step, wb_run_step_end"
 )
 _PLACEHOLDERS = ", ".join("?" * 23)
 _START_UPDATE = (
     "trace_id = excluded.trace_id, parent_id = excluded.parent_id, thread_id = excluded.thread_id,"
     " turn_id = excluded.turn_id, op_name = excluded.op_name, trace_name = excluded.trace_name,"
-    " display_name = excluded.display_name, started_at = excluded.started_at,"
-    " attributes = excluded.attributes, inputs = excluded.inputs, input_refs = excluded.input_refs,"
-    " wb_user_id = excluded.wb_user_id, wb_run_id = excluded.wb_run_id,"
-    " wb_run_step = excluded.wb_run_step, otel_dump = excluded.otel_dump"
+    " display_name = excluded.display_name, started_at = excluded.started_at, head = excluded.head,"
+    " input_refs = excluded.input_refs, wb_user_id = excluded.wb_user_id, wb_run_id = excluded.wb_run_id,"
+    " wb_run_step = excluded.wb_run_step"
 )
 _END_UPDATE = (
-    "ended_at = excluded.ended_at, exception = excluded.exception, output = excluded.output,"
-    " summary = excluded.summary, output_refs = excluded.output_refs,"
-    " wb_run_step_end = excluded.wb_run_step_end"
+    "ended_at = excluded.ended_at, status = excluded.status, latency_ms = excluded.latency_ms,"
+    " tail = excluded.tail, summary = excluded.summary, exception = excluded.exception,"
+    " output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end"
 )
 INSERT_START = (
     f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
@@ -53,54 +52,65 @@ INSERT_FULL = (
     f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, {_END_UPDATE}"
 )
 UPDATE_END = (
-    "UPDATE calls SET ended_at = ?, exception = ?, output = ?, summary = ?, output_refs = ?,"
-    " wb_run_step_end = ? WHERE pid = ? AND id = ?"
+    "UPDATE calls SET ended_at = ?, status = ?, latency_ms = (? - started_at) / 1000, tail = ?, summary = ?,"
+    " exception = ?, output_refs = ?, wb_run_step_end = ? WHERE pid = ? AND id = ?"
 )
 
-# Derived ``summary.weave`` fields, computed in SQL at read time.
-STATUS_SQL = (
-    "(CASE WHEN coalesce(c.exception, '') != '' THEN 'error' WHEN c.ended_at IS NULL THEN 'running'"
-    " WHEN coalesce(json_extract(c.summary, '$.status_counts.error'), 0) > 0 THEN 'descendant_error'"
-    " ELSE 'success' END)"
+# A call is returned as JSON text assembled in SQL from stored JSON fragments (``head``: what a start
+# fixes; ``tail``: what an end adds; ``summary`` without ``weave``), so a read parses no JSON.
+# ``summary.weave`` is derived here from ``status`` and ``latency_ms``, stored when the call ends.
+WEAVE_SQL = (
+    '\'"weave":{"status":"\' || c.status || \'"\''
+    " || CASE WHEN c.latency_ms IS NULL THEN '' ELSE ',\"latency_ms\":' || c.latency_ms END"
+    " || CASE WHEN coalesce(c.display_name, '') = '' THEN ',\"trace_name\":' || json_quote(c.trace_name)"
+    " ELSE ',\"display_name\":' || json_quote(c.display_name) END || '}}'"
 )
-LATENCY_SQL = "((c.ended_at - c.started_at) / 1000)"
 SUMMARY_SQL = (
-    "json_patch(coalesce(c.summary, '{}'), json_object('weave', json_object("
-    f"'status', {STATUS_SQL}, 'latency_ms', {LATENCY_SQL},"
-    " 'display_name', nullif(c.display_name, ''),"
-    " 'trace_name', CASE WHEN coalesce(c.display_name, '') = '' THEN c.trace_name END)))"
+    "(CASE WHEN c.summary IS NULL OR c.summary = '{}' THEN '{'"
+    f" ELSE substr(c.summary, 1, length(c.summary) - 1) || ',' END || {WEAVE_SQL})"
 )
-ATTRIBUTES_SQL = (
-    "CASE WHEN c.otel_dump IS NULL THEN json(c.attributes)"
-    " ELSE json_set(c.attributes, '$.otel_span', json(c.otel_dump)) END"
+HEAD_KEYS = (
+    "id",
+    "op_name",
+    "trace_id",
+    "parent_id",
+    "thread_id",
+    "turn_id",
+    "started_at",
+    "attributes",
+    "inputs",
+    "wb_user_id",
+    "wb_run_id",
+    "wb_run_step",
 )
-# Keys of a returned call, in Weave's order, with the SQL of each value (``?`` = the project id).
+TAIL_KEYS = ("ended_at", "exception", "output", "wb_run_step_end")
+NULL_KEYS = ("deleted_at", "storage_size_bytes", "total_storage_size_bytes")
+HEAD_SQL = "substr(c.head, 2, length(c.head) - 2)"
+TAIL_SQL = (
+    "coalesce(substr(c.tail, 2, length(c.tail) - 2), '" + ",".join(f'"{k}":null' for k in TAIL_KEYS) + "')"
+)
+# SQL giving the JSON text of each key of a returned call (``?`` is the project id as a JSON string).
 CALL_KEYS: dict[str, str] = {
-    "id": "c.id",
+    **{k: f"(c.head -> '$.{k}')" for k in HEAD_KEYS},
     "project_id": "?",
-    "op_name": "c.op_name",
-    "display_name": "nullif(c.display_name, '')",
-    "trace_id": "c.trace_id",
-    "parent_id": "c.parent_id",
-    "thread_id": "c.thread_id",
-    "turn_id": "c.turn_id",
-    "started_at": iso_sql("c.started_at"),
-    "attributes": ATTRIBUTES_SQL,
-    "inputs": "json(c.inputs)",
-    "ended_at": iso_sql("c.ended_at"),
-    "exception": "c.exception",
-    "output": "json(c.output)",
+    "display_name": "json_quote(nullif(c.display_name, ''))",
+    **{k: f"coalesce(c.tail -> '$.{k}', 'null')" for k in TAIL_KEYS},
     "summary": SUMMARY_SQL,
-    "wb_user_id": "c.wb_user_id",
-    "wb_run_id": "c.wb_run_id",
-    "wb_run_step": "c.wb_run_step",
-    "wb_run_step_end": "c.wb_run_step_end",
-    "deleted_at": iso_sql("c.deleted_at"),
-    "storage_size_bytes": "NULL",
-    "total_storage_size_bytes": "NULL",
+    **{k: "'null'" for k in NULL_KEYS},
 }
 ALWAYS = ("id", "trace_id", "project_id", "op_name", "started_at")
 WITH_SUMMARY = ("ended_at", "exception", "display_name")
+
+
+def _line_sql(keys: Sequence[str]) -> str:
+    """SQL of one call's JSON text with these keys; a full call splices the stored fragments whole."""
+    if len(keys) == len(CALL_KEYS):
+        nulls = ",".join(f'"{k}":null' for k in NULL_KEYS)
+        return (
+            f"'{{' || {HEAD_SQL} || ',\"project_id\":' || ? || ',\"display_name\":' || {CALL_KEYS['display_name']}"
+            f" || ',' || {TAIL_SQL} || ',\"summary\":' || {SUMMARY_SQL} || ',{nulls}}}'"
+        )
+    return "'{' || " + " || ',' || ".join(f"'\"{k}\":' || {CALL_KEYS[k]}" for k in keys) + " || '}'"
 
 
 def _feedback_field(path: str) -> Expr | None:
@@ -129,8 +139,8 @@ def _feedback_field(path: str) -> Expr | None:
 
 def _summary_field(path: str) -> Expr | None:
     special = {
-        "summary.weave.status": STATUS_SQL,
-        "summary.weave.latency_ms": LATENCY_SQL,
+        "summary.weave.status": "c.status",
+        "summary.weave.latency_ms": "c.latency_ms",
         "summary.weave.trace_name": "c.trace_name",
         "summary.weave.display_name": "nullif(c.display_name, '')",
     }
@@ -151,6 +161,7 @@ CALL_FIELDS = Fields(
             "op_name",
             "display_name",
             "exception",
+            "status",
             "wb_user_id",
             "wb_run_id",
             "wb_run_step",
@@ -158,7 +169,12 @@ CALL_FIELDS = Fields(
         )
     },
     times={"started_at": "c.started_at", "ended_at": "c.ended_at", "deleted_at": "c.deleted_at"},
-    json={"inputs": "c.inputs", "output": "c.output", "attributes": "c.attributes", "summary": "c.summary"},
+    json={
+        "inputs": ("c.head", "$.inputs"),
+        "attributes": ("c.head", "$.attributes"),
+        "output": ("c.tail", "$.output"),
+        "summary": ("c.summary", "$"),
+    },
     extra=_summary_field,
 )
 
@@ -180,51 +196,93 @@ def _check_names(op_name: str, display_name: str | None) -> None:
 
 
 def _start_row(pid: int, s: StartedCall | CompletedCall, user_id: str) -> list[Any]:
+    """The row of a started call, in ``COLUMNS`` order."""
     _check_names(s.op_name, s.display_name)
-    call_id = s.id or uuid7()
-    inputs = dumps(s.inputs)
+    started = to_us(s.started_at)
+    attributes = s.attributes if s.otel_dump is None else {**s.attributes, "otel_span": s.otel_dump}
+    call_id, trace_id = s.id or uuid7(), s.trace_id or uuid7()
+    head = dumps(
+        {
+            "id": call_id,
+            "op_name": s.op_name,
+            "trace_id": trace_id,
+            "parent_id": s.parent_id,
+            "thread_id": s.thread_id,
+            "turn_id": s.turn_id,
+            "started_at": iso(started),
+            "attributes": attributes,
+            "inputs": s.inputs,
+            "wb_user_id": user_id,
+            "wb_run_id": s.wb_run_id,
+            "wb_run_step": s.wb_run_step,
+        }
+    )
     return [
         pid,
         call_id,
-        s.trace_id or uuid7(),
+        trace_id,
         s.parent_id,
         s.thread_id,
         s.turn_id,
         s.op_name,
         op_display_name(s.op_name),
         s.display_name,
-        to_us(s.started_at),
+        started,
+        None,
+        "running",
+        None,
+        head,
         None,
         None,
-        dumps(s.attributes),
-        inputs,
         None,
-        None,
-        _refs(s.inputs, inputs),
+        _refs(s.inputs, head),
         None,
         user_id,
         s.wb_run_id,
         s.wb_run_step,
         None,
-        dumps(s.otel_dump) if s.otel_dump is not None else None,
     ]
 
 
+def status_of(exception: str | None, summary: dict[str, Any]) -> str:
+    """``summary.weave.status`` of an ended call."""
+    if exception:
+        return "error"
+    counts = summary.get("status_counts")
+    if isinstance(counts, dict) and isinstance(counts.get("error"), int | float) and counts["error"] > 0:
+        return "descendant_error"
+    return "success"
+
+
 def _end_values(e: EndedCall | CompletedCall) -> tuple[Any, ...]:
-    """ended_at, exception, output, summary, output_refs, wb_run_step_end."""
-    output = dumps(e.output)
+    """ended_at, status, ended_at again (for the latency), tail, summary, exception, output_refs,
+    wb_run_step_end: the ``UPDATE_END`` parameters before the key."""
+    ended = to_us(e.ended_at)
+    tail = dumps(
+        {
+            "ended_at": iso(ended),
+            "exception": e.exception,
+            "output": e.output,
+            "wb_run_step_end": e.wb_run_step_end,
+        }
+    )
+    summary = {k: v for k, v in e.summary.items() if k != "weave"}
     return (
-        to_us(e.ended_at),
+        ended,
+        status_of(e.exception, summary),
+        ended,
+        tail,
+        dumps(summary),
         e.exception,
-        output,
-        dumps(e.summary),
-        _refs(e.output, output),
+        _refs(e.output, tail),
         e.wb_run_step_end,
     )
 
 
 def _merge_end(row: list[Any], end: tuple[Any, ...]) -> None:
-    row[10], row[11], row[14], row[15], row[17], row[21] = end
+    ended, status, _, tail, summary, exception, output_refs, step_end = end
+    row[10], row[11], row[12] = ended, status, (ended - row[9]) // 1000
+    row[14], row[15], row[16], row[18], row[22] = tail, summary, exception, output_refs, step_end
 
 
 class Calls:
@@ -449,7 +507,6 @@ def selected_keys(columns: Sequence[str] | None, include_costs: bool) -> list[st
 
 def _select(pid: int, req: CallsQueryReq) -> tuple[str, tuple[Any, ...]]:
     keys = selected_keys(req.columns, req.include_costs)
-    obj = "json_object(" + ", ".join(f"'{k}', {CALL_KEYS[k]}" for k in keys) + ")"
     where, where_params = _where(pid, req)
     if req.sort_by is None:
         order, order_params = " ORDER BY c.started_at ASC, c.id ASC", ()
@@ -467,6 +524,6 @@ def _select(pid: int, req: CallsQueryReq) -> tuple[str, tuple[Any, ...]]:
             raise BadRequest("limit must be non-negative")
         limit = " LIMIT ? OFFSET ?"
         limit_params = (req.limit if req.limit is not None else -1, req.offset or 0)
-    project_params = (req.project_id,) if "project_id" in keys else ()
-    sql = f"SELECT {obj} FROM calls c WHERE {where}{order}{limit}"
+    project_params = (dumps(req.project_id),) if "project_id" in keys else ()
+    sql = f"SELECT {_line_sql(keys)} FROM calls c WHERE {where}{order}{limit}"
     return sql, (*project_params, *where_params, *order_params, *limit_params)

@@ -53,7 +53,7 @@ def _payload_field(path: str) -> Expr | None:
 FEEDBACK_FIELDS = Fields(
     columns={n: f"f.{n}" for n in COLUMNS if n not in ("project_id", "created_at", "payload")},
     times={"created_at": "f.created_at"},
-    json={"payload": "f.payload"},
+    json={"payload": ("f.payload", "$")},
     extra=_payload_field,
 )
 

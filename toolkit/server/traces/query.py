@@ -43,12 +43,13 @@ def json_path(parts: list[str]) -> str:
 
 @dataclass
 class Fields:
-    """The fields of one resource: plain columns, microsecond time columns, JSON columns, and
-    special paths (``extra``) resolved by a function of the dotted path."""
+    """The fields of one resource: plain columns, microsecond time columns, JSON values (the JSON
+    column holding each and its path there, ``"$"`` for a whole column), and special paths
+    (``extra``) resolved by a function of the dotted path."""
 
     columns: Mapping[str, str]
     times: Mapping[str, str] = field(default_factory=dict)
-    json: Mapping[str, str] = field(default_factory=dict)
+    json: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     extra: Callable[[str], Expr | None] | None = None
 
     def __call__(self, path: str) -> Expr:
@@ -60,10 +61,9 @@ class Fields:
             return Expr(self.times[path], time=True)
         head, _, rest = path.partition(".")
         if head in self.json:
-            column = self.json[head]
-            if not rest:
-                return Expr(f"json_extract({column}, '$')")
-            return Expr(f"json_extract({column}, ?)", (json_path(rest.split(".")),))
+            column, base = self.json[head]
+            path = json_path(rest.split(".")) if rest else "$"
+            return Expr(f"json_extract({column}, ?)", (base + path[1:],))
         raise BadRequest(f"Unknown field: {path}")
 
 

@@ -2,7 +2,9 @@
 
 Every row belongs to a project (``pid``), and a project to the user who wrote it, so one user's
 ``entity/project`` is invisible to another. Times are integer microseconds since the epoch (UTC),
-JSON values are stored as text. Indexes follow the queries users run: by project and time, by op,
+JSON values are stored as text; a call keeps its JSON as
+fragments ready to splice into responses (``head``: started_at, attributes, inputs; ``tail``:
+ended_at, exception, output) with ``status`` and ``latency_ms`` derived when it ends. Indexes follow the queries users run: by project and time, by op,
 trace, parent, thread; roots only.
 """
 
@@ -28,18 +30,18 @@ MIGRATIONS: list[str] = [
         display_name TEXT,
         started_at INTEGER NOT NULL,
         ended_at INTEGER,
-        exception TEXT,
-        attributes TEXT NOT NULL,
-        inputs TEXT NOT NULL,
-        output TEXT,
+        status TEXT NOT NULL,
+        latency_ms INTEGER,
+        head TEXT NOT NULL,
+        tail TEXT,
         summary TEXT,
+        exception TEXT,
         input_refs TEXT,
         output_refs TEXT,
         wb_user_id TEXT,
         wb_run_id TEXT,
         wb_run_step INTEGER,
         wb_run_step_end INTEGER,
-        otel_dump TEXT,
         deleted_at INTEGER
     );
     CREATE UNIQUE INDEX calls_by_id ON calls (pid, id);
