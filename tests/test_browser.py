@@ -39,6 +39,9 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 LAB_START_TIMEOUT = 60.0
 JOB_TIMEOUT_MS = 120_000
+KERNEL_IDLE = (
+    "() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'"
+)
 WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "reprs"]
 
 SETUP = """\
@@ -191,66 +194,71 @@ def browser_requirements() -> None:
 
 def test_widgets_render_and_work_in_jupyterlab(lab: str) -> None:
     browser_requirements()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{lab}/lab/tree/widgets.ipynb")
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager", timeout=60_000)
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(
-            1, timeout=60_000
-        )
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-
-        cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
-        cell = {name: cells.nth(i + 1) for i, name in enumerate(WIDGETS)}
-        expect(cell["reprs"].locator(".jp-OutputArea-output")).to_contain_text(
-            "Trajectory group", timeout=90_000
-        )
-        expect(cell["builder"].get_by_role("button", name="Add trajectory")).to_be_visible()
-        expect(cell["checkpoints"].locator(".js-plotly-plot")).to_be_visible()
-        expect(cell["traces"].locator(".js-plotly-plot")).to_be_visible()
-
-        # launch a job and watch it end
-        cell["launcher"].get_by_role("button", name="Launch").click()
-        expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
-        expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
-        expect(cell["launcher"]).to_contain_text("training_ended")
-
-        # stream the chat comparison
-        cell["chat"].get_by_role("button", name="Run").click()
-        expect(cell["chat"]).to_contain_text("done: 2 model(s)", timeout=60_000)
-        expect(cell["chat"]).to_contain_text("completion tokens")
-
-        # compare two checkpoints of the trained model
-        explorer = cell["checkpoints"]
-        explorer.get_by_role("button", name="Load").click()
-        checkpoints = explorer.locator("select[multiple]").nth(1)
-        expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
-        checkpoints.select_option(index=[0, 1])
-        explorer.get_by_role("button", name="Chat with this checkpoint").click()
-        explorer.get_by_placeholder("user message").fill("Compare yourselves")
-        explorer.get_by_role("button", name="Run").click()
-        expect(explorer).to_contain_text("done: 2 model(s)", timeout=60_000)
-        expect(explorer).to_contain_text(":step1")
-
-        # open a trace and give feedback
-        traces = cell["traces"]
-        traces.locator("select[size]").select_option(index=1)
-        expect(traces).to_contain_text("inputs", timeout=30_000)
-        traces.get_by_role("button", name="👍").click()
-        expect(traces).to_contain_text("feedback saved", timeout=30_000)
-
-        content = page.content()
-        for name in WIDGETS:
-            cell[name].scroll_into_view_if_needed()
-            cell[name].screenshot(path=str(SCREENSHOTS / f"{name}.png"))
-        browser.close()
+        try:
+            content = drive(browser.new_page(viewport={"width": 1400, "height": 1000}), lab, errors)
+        finally:
+            browser.close()
     assert "Error displaying widget" not in content
     assert errors == []
+
+
+def drive(page: Any, lab: str, errors: list[str]) -> str:
+    """Run the notebook, click through the widgets, save screenshots; returns the final page HTML."""
+    from playwright.sync_api import expect
+
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{lab}/lab/tree/widgets.ipynb")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager", timeout=60_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+    cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
+    cell = {name: cells.nth(i + 1) for i, name in enumerate(WIDGETS)}
+    expect(cell["reprs"].locator(".jp-OutputArea-output")).to_contain_text("Trajectory group", timeout=90_000)
+    expect(cell["builder"].get_by_role("button", name="Add trajectory")).to_be_visible()
+    expect(cell["checkpoints"].locator(".js-plotly-plot")).to_be_visible()
+    expect(cell["traces"].locator(".js-plotly-plot")).to_be_visible()
+
+    # launch a job and watch it end
+    cell["launcher"].get_by_role("button", name="Launch").click()
+    expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
+    expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
+    expect(cell["launcher"]).to_contain_text("training_ended")
+
+    # stream the chat comparison
+    cell["chat"].get_by_role("button", name="Run").click()
+    expect(cell["chat"]).to_contain_text("done: 2 model(s)", timeout=60_000)
+    expect(cell["chat"]).to_contain_text("completion tokens")
+
+    # compare two checkpoints of the trained model
+    explorer = cell["checkpoints"]
+    explorer.get_by_role("button", name="Load").click()
+    checkpoints = explorer.locator("select[multiple]").nth(1)
+    expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
+    checkpoints.select_option(index=[0, 1])
+    explorer.get_by_role("button", name="Chat with this checkpoint").click()
+    explorer.get_by_placeholder("user message").fill("Compare yourselves")
+    explorer.get_by_role("button", name="Run").click()
+    expect(explorer).to_contain_text("done: 2 model(s)", timeout=60_000)
+    expect(explorer).to_contain_text(":step1")
+
+    # open a trace and give feedback
+    traces = cell["traces"]
+    traces.locator("select[size]").select_option(index=1)
+    expect(traces).to_contain_text("inputs", timeout=30_000)
+    traces.get_by_role("button", name="👍").click()
+    expect(traces).to_contain_text("feedback saved", timeout=30_000)
+
+    content = page.content()
+    for name in WIDGETS:
+        cell[name].scroll_into_view_if_needed()
+        cell[name].screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    return content

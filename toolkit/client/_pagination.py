@@ -12,23 +12,33 @@ T = TypeVar("T")
 PageOp = Callable[[str | None], Op[ListEnvelope[T]]]
 
 
-class CursorPage(Generic[T]):
-    """One page; iterating it walks every item of this page and the pages after it."""
+class _Page(Generic[T]):
+    """The items of one page and its cursor fields."""
 
-    def __init__(self, transport: SyncTransport, make_op: PageOp[T], envelope: ListEnvelope[T]) -> None:
-        self._transport = transport
+    def __init__(self, make_op: PageOp[T], envelope: ListEnvelope[T]) -> None:
         self._make_op = make_op
         self.data = envelope.data
         self.has_more = envelope.has_more
         self.first_id = envelope.first_id
         self.last_id = envelope.last_id
 
+    def has_next_page(self) -> bool:
+        return bool(self.has_more and self.data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(items={len(self.data)}, has_more={self.has_more})"
+
+
+class CursorPage(_Page[T]):
+    """One page; iterating it walks every item of this page and the pages after it."""
+
+    def __init__(self, transport: SyncTransport, make_op: PageOp[T], envelope: ListEnvelope[T]) -> None:
+        super().__init__(make_op, envelope)
+        self._transport = transport
+
     @classmethod
     def first(cls, transport: SyncTransport, make_op: PageOp[T], after: str | None = None) -> CursorPage[T]:
         return cls(transport, make_op, transport.run(make_op(after)))
-
-    def has_next_page(self) -> bool:
-        return bool(self.has_more and self.data)
 
     def next_page(self) -> CursorPage[T] | None:
         if not self.has_next_page():
@@ -45,21 +55,13 @@ class CursorPage(Generic[T]):
         for page in self.iter_pages():
             yield from page.data
 
-    def __repr__(self) -> str:
-        return f"CursorPage(items={len(self.data)}, has_more={self.has_more})"
 
+class AsyncCursorPage(_Page[T]):
+    """One page; ``async for`` over it walks every item of this page and the pages after it."""
 
-class AsyncCursorPage(Generic[T]):
     def __init__(self, transport: AsyncTransport, make_op: PageOp[T], envelope: ListEnvelope[T]) -> None:
+        super().__init__(make_op, envelope)
         self._transport = transport
-        self._make_op = make_op
-        self.data = envelope.data
-        self.has_more = envelope.has_more
-        self.first_id = envelope.first_id
-        self.last_id = envelope.last_id
-
-    def has_next_page(self) -> bool:
-        return bool(self.has_more and self.data)
 
     async def next_page(self) -> AsyncCursorPage[T] | None:
         if not self.has_next_page():

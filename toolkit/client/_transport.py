@@ -137,6 +137,34 @@ def _result(op: Op[T], response: httpx.Response) -> T:
     return op.parse(_body(response) if response.content else None)
 
 
+class RetryPolicy:
+    """Decides, attempt by attempt, whether an operation is sent again and after how long;
+    raises the mapped error when it is not."""
+
+    def __init__(self, op: Op[Any], max_retries: int) -> None:
+        self.op = op
+        self.max_retries = max_retries
+        self.attempt = 0
+
+    def after_exception(self, exc: httpx.TransportError, request: httpx.Request) -> float:
+        sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+        if not _should_retry(self.op, self.attempt, self.max_retries, sent=sent, status=None):
+            if isinstance(exc, httpx.TimeoutException):
+                raise APITimeoutError(request) from exc
+            raise APIConnectionError(str(exc) or "Connection error.", request=request) from exc
+        return self._next(None)
+
+    def after_response(self, response: httpx.Response) -> float:
+        if not _should_retry(self.op, self.attempt, self.max_retries, sent=True, status=response.status_code):
+            raise status_error(response, _body(response))
+        return self._next(response)
+
+    def _next(self, response: httpx.Response | None) -> float:
+        delay = retry_delay(self.attempt, response)
+        self.attempt += 1
+        return delay
+
+
 class SyncTransport:
     def __init__(self, config: Config, http: httpx.Client | None = None) -> None:
         self.config = config
@@ -146,35 +174,20 @@ class SyncTransport:
         self.http.close()
 
     def _send(self, op: Op[Any], *, stream: bool) -> httpx.Response:
-        attempt = 0
+        policy = RetryPolicy(op, self.config.max_retries)
         while True:
             request = self.http.build_request(**_build(self.config, op))
             try:
                 response = self.http.send(request, stream=stream)
-            except httpx.TimeoutException as exc:
-                sent = not isinstance(exc, httpx.ConnectTimeout)
-                if _should_retry(op, attempt, self.config.max_retries, sent=sent, status=None):
-                    time.sleep(retry_delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise APITimeoutError(request) from exc
             except httpx.TransportError as exc:
-                sent = not isinstance(exc, httpx.ConnectError)
-                if _should_retry(op, attempt, self.config.max_retries, sent=sent, status=None):
-                    time.sleep(retry_delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise APIConnectionError(str(exc) or "Connection error.", request=request) from exc
+                time.sleep(policy.after_exception(exc, request))
+                continue
             if response.is_success:
                 return response
             if stream:
                 response.read()
                 response.close()
-            if _should_retry(op, attempt, self.config.max_retries, sent=True, status=response.status_code):
-                time.sleep(retry_delay(attempt, response))
-                attempt += 1
-                continue
-            raise status_error(response, _body(response))
+            time.sleep(policy.after_response(response))
 
     def run(self, op: Op[T]) -> T:
         return _result(op, self._send(op, stream=False))
@@ -198,35 +211,20 @@ class AsyncTransport:
         await self.http.aclose()
 
     async def _send(self, op: Op[Any], *, stream: bool) -> httpx.Response:
-        attempt = 0
+        policy = RetryPolicy(op, self.config.max_retries)
         while True:
             request = self.http.build_request(**_build(self.config, op))
             try:
                 response = await self.http.send(request, stream=stream)
-            except httpx.TimeoutException as exc:
-                sent = not isinstance(exc, httpx.ConnectTimeout)
-                if _should_retry(op, attempt, self.config.max_retries, sent=sent, status=None):
-                    await asyncio.sleep(retry_delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise APITimeoutError(request) from exc
             except httpx.TransportError as exc:
-                sent = not isinstance(exc, httpx.ConnectError)
-                if _should_retry(op, attempt, self.config.max_retries, sent=sent, status=None):
-                    await asyncio.sleep(retry_delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise APIConnectionError(str(exc) or "Connection error.", request=request) from exc
+                await asyncio.sleep(policy.after_exception(exc, request))
+                continue
             if response.is_success:
                 return response
             if stream:
                 await response.aread()
                 await response.aclose()
-            if _should_retry(op, attempt, self.config.max_retries, sent=True, status=response.status_code):
-                await asyncio.sleep(retry_delay(attempt, response))
-                attempt += 1
-                continue
-            raise status_error(response, _body(response))
+            await asyncio.sleep(policy.after_response(response))
 
     async def run(self, op: Op[T]) -> T:
         return _result(op, await self._send(op, stream=False))

@@ -22,27 +22,6 @@ from .training import (
 )
 
 
-def _config(
-    base_url: str,
-    api_key: str | None,
-    inference_url: str | None,
-    trace_url: str | None,
-    project: str | None,
-    timeout: float,
-    max_retries: int,
-) -> Config:
-    base = base_url.rstrip("/")
-    return Config(
-        base_url=base,
-        api_key=api_key,
-        inference_url=(inference_url or f"{base}/v1").rstrip("/"),
-        trace_url=(trace_url or f"{base}/traces").rstrip("/"),
-        project=project,
-        timeout=timeout,
-        max_retries=max_retries,
-    )
-
-
 def op_health() -> Op[Health]:
     return Op("GET", "/v1/health", Health.model_validate)
 
@@ -51,13 +30,13 @@ def op_system_check() -> Op[SystemCheck]:
     return Op("GET", "/v1/system-check", SystemCheck.model_validate)
 
 
-class Client:
-    """Synchronous client of the training API, the chat endpoint and the trace service.
+class _Deployment:
+    """What both clients share: one deployment's three service roots, key and options.
 
     ``base_url`` serves the training API (``/v1/preview/...``); ``inference_url`` defaults to
     ``<base_url>/v1`` and ``trace_url`` to ``<base_url>/traces``. ``project`` (``team/project``) is
     sent as the ``OpenAI-Project`` header on inference calls. Use :func:`toolkit.connect` to build
-    one from the environment or the local server.
+    a client from the environment or the local server.
     """
 
     def __init__(
@@ -71,9 +50,30 @@ class Client:
         timeout: float = 600.0,
         max_retries: int = 2,
     ) -> None:
-        self.config = _config(base_url, api_key, inference_url, trace_url, project, timeout, max_retries)
-        self._transport = SyncTransport(self.config)
-        t = self._transport
+        base = base_url.rstrip("/")
+        self.config = Config(
+            base_url=base,
+            api_key=api_key,
+            inference_url=(inference_url or f"{base}/v1").rstrip("/"),
+            trace_url=(trace_url or f"{base}/traces").rstrip("/"),
+            project=project,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+        self._open()
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.config.base_url!r})"
+
+
+class Client(_Deployment):
+    """Synchronous client of the training API, the chat endpoint and the trace service."""
+
+    def _open(self) -> None:
+        self._transport = t = SyncTransport(self.config)
         self.models = Models(t)
         self.training_jobs = TrainingJobs(t)
         self.sft_training_jobs = SFTTrainingJobs(t)
@@ -100,27 +100,12 @@ class Client:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"Client(base_url={self.config.base_url!r})"
 
-
-class AsyncClient:
+class AsyncClient(_Deployment):
     """The asynchronous twin of :class:`Client` (same attributes, awaitable methods)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        *,
-        inference_url: str | None = None,
-        trace_url: str | None = None,
-        project: str | None = None,
-        timeout: float = 600.0,
-        max_retries: int = 2,
-    ) -> None:
-        self.config = _config(base_url, api_key, inference_url, trace_url, project, timeout, max_retries)
-        self._transport = AsyncTransport(self.config)
-        t = self._transport
+    def _open(self) -> None:
+        self._transport = t = AsyncTransport(self.config)
         self.models = AsyncModels(t)
         self.training_jobs = AsyncTrainingJobs(t)
         self.sft_training_jobs = AsyncSFTTrainingJobs(t)
@@ -145,6 +130,3 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
-
-    def __repr__(self) -> str:
-        return f"AsyncClient(base_url={self.config.base_url!r})"

@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .common import WireModel
 
@@ -29,6 +29,12 @@ def uuid7() -> str:
     )
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class IngestModel(BaseModel):
+    """A call being written: unknown fields are ignored (not kept), which keeps ingest fast."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
 class Query(WireModel):
@@ -57,7 +63,7 @@ class LLMUsage(WireModel):
     cache_read_input_tokens: int | None = None
 
 
-class StartedCall(WireModel):
+class StartedCall(IngestModel):
     """``StartedCallSchemaForInsert``: the start of a call (``id``/``trace_id`` generated if absent)."""
 
     project_id: str
@@ -77,7 +83,7 @@ class StartedCall(WireModel):
     wb_run_step: int | None = None
 
 
-class EndedCall(WireModel):
+class EndedCall(IngestModel):
     """``EndedCallSchemaForInsert``: the end of a call started earlier."""
 
     project_id: str
@@ -91,7 +97,7 @@ class EndedCall(WireModel):
     wb_run_step_end: int | None = None
 
 
-class CompletedCall(WireModel):
+class CompletedCall(IngestModel):
     """``CompletedCallSchemaForInsert``: a whole call at once (``/v2/{entity}/{project}/calls/complete``)."""
 
     project_id: str
@@ -144,7 +150,7 @@ class Call(WireModel):
     total_storage_size_bytes: int | None = None
 
 
-class CallStartReq(WireModel):
+class CallStartReq(IngestModel):
     start: StartedCall
 
 
@@ -153,7 +159,7 @@ class CallStartRes(WireModel):
     trace_id: str
 
 
-class CallEndReq(WireModel):
+class CallEndReq(IngestModel):
     end: EndedCall
 
 
@@ -161,12 +167,12 @@ class Empty(WireModel):
     """``{}``: the answer of writes that return nothing."""
 
 
-class CallBatchStart(WireModel):
+class CallBatchStart(IngestModel):
     mode: Literal["start"] = "start"
     req: CallStartReq
 
 
-class CallBatchEnd(WireModel):
+class CallBatchEnd(IngestModel):
     mode: Literal["end"] = "end"
     req: CallEndReq
 
@@ -174,7 +180,7 @@ class CallBatchEnd(WireModel):
 CallBatchItem = Annotated[CallBatchStart | CallBatchEnd, Field(discriminator="mode")]
 
 
-class CallCreateBatchReq(WireModel):
+class CallCreateBatchReq(IngestModel):
     batch: list[CallBatchItem]
 
 
@@ -182,7 +188,7 @@ class CallCreateBatchRes(WireModel):
     res: list[CallStartRes | Empty]
 
 
-class CallsCompleteReq(WireModel):
+class CallsCompleteReq(IngestModel):
     batch: list[CompletedCall]
 
 

@@ -107,8 +107,9 @@ def _line_sql(keys: Sequence[str]) -> str:
     if len(keys) == len(CALL_KEYS):
         nulls = ",".join(f'"{k}":null' for k in NULL_KEYS)
         return (
-            f"'{{' || {HEAD_SQL} || ',\"project_id\":' || ? || ',\"display_name\":' || {CALL_KEYS['display_name']}"
-            f" || ',' || {TAIL_SQL} || ',\"summary\":' || {SUMMARY_SQL} || ',{nulls}}}'"
+            f"'{{' || {HEAD_SQL} || ',\"project_id\":' || ? || ',\"display_name\":'"
+            f" || {CALL_KEYS['display_name']} || ',' || {TAIL_SQL}"
+            f" || ',\"summary\":' || {SUMMARY_SQL} || ',{nulls}}}'"
         )
     return "'{' || " + " || ',' || ".join(f"'\"{k}\":' || {CALL_KEYS[k]}" for k in keys) + " || '}'"
 

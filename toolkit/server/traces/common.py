@@ -15,6 +15,7 @@ __all__ = ["dumps", "from_us", "iso", "iso_sql", "loads", "now_us", "to_us", "uu
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
+NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def to_us(dt: datetime) -> int:
@@ -30,8 +31,9 @@ def from_us(us: int | None) -> datetime | None:
 
 def iso(us: int | None) -> str | None:
     """The wire form of a stored time: ``2025-06-01T12:00:00.123456Z``."""
-    dt = from_us(us)
-    return None if dt is None else dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if us is None:
+        return None
+    return (NAIVE_EPOCH + timedelta(microseconds=us)).isoformat(timespec="microseconds") + "Z"
 
 
 def now_us() -> int:

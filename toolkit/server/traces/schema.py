@@ -2,10 +2,10 @@
 
 Every row belongs to a project (``pid``), and a project to the user who wrote it, so one user's
 ``entity/project`` is invisible to another. Times are integer microseconds since the epoch (UTC),
-JSON values are stored as text; a call keeps its JSON as
-fragments ready to splice into responses (``head``: started_at, attributes, inputs; ``tail``:
-ended_at, exception, output) with ``status`` and ``latency_ms`` derived when it ends. Indexes follow the queries users run: by project and time, by op,
-trace, parent, thread; roots only.
+JSON values are stored as text; a call keeps its JSON as fragments ready to splice into responses
+(``head``: what its start fixes; ``tail``: what its end adds), with ``status`` and ``latency_ms``
+derived when it ends. Indexes follow the queries users run: by project and time, by op, trace,
+parent, thread; roots only.
 """
 
 MIGRATIONS: list[str] = [
