@@ -201,10 +201,15 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     raise TimeoutError("server did not start")
 
 
-def jsonl_rows(lines: Iterator[str]) -> int:
+def jsonl_rows(chunks: Iterator[bytes]) -> int:
+    """Decode a JSON Lines body as it arrives; the number of objects."""
     import orjson
 
-    return sum(1 for line in lines if orjson.loads(line))
+    rows, rest = 0, b""
+    for chunk in chunks:
+        *lines, rest = (rest + chunk).split(b"\n")
+        rows += sum(1 for line in lines if orjson.loads(line))
+    return rows + (1 if rest.strip() and orjson.loads(rest) else 0)
 
 
 def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -229,7 +234,7 @@ def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
                         "POST", "/calls/stream_query", json={"project_id": PROJECT, **spec}
                     ) as r:
                         r.raise_for_status()
-                        return jsonl_rows(r.iter_lines())
+                        return jsonl_rows(r.iter_bytes())
 
                 for name, spec in QUERIES.items():
                     out["queries"][name] = p50_ms(lambda s=spec: query(s))

@@ -69,7 +69,12 @@ def seed_resources(http: httpx.Client) -> dict[str, str]:
     """Real ids of the caller's resources, by path-parameter name, for the fuzzer to aim at."""
     model = create_model(http)
     artifact = upload_artifact(http, model["id"])
-    return {"model_id": model["id"], "artifact_id": artifact["id"]}
+    return {
+        "model_id": model["id"],
+        "artifact_id": artifact["id"],
+        "entity": model["entity"],
+        "project": "rel",
+    }
 
 
 def rows(db: Path, sql: str, *args: object) -> list[sqlite3.Row]:

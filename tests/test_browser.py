@@ -42,6 +42,11 @@ JOB_TIMEOUT_MS = 120_000
 KERNEL_IDLE = (
     "() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'"
 )
+# every cell rendered (no windowing), no news toast over the screenshots
+SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
 WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "reprs"]
 
 SETUP = """\
@@ -123,9 +128,10 @@ def lab(tmp_path: Path, server: Any) -> Iterator[str]:
     """JupyterLab on loopback, no token, in a temporary root with the widgets notebook."""
     root, settings = tmp_path / "root", tmp_path / "settings"
     root.mkdir()
-    tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    for plugin, values in SETTINGS.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
     write_notebook(root, server)
     port = free_port()
     env = {
@@ -178,9 +184,11 @@ def lab(tmp_path: Path, server: Any) -> Iterator[str]:
         log.close()
 
 
-def browser_requirements() -> None:
-    """Fail (never skip) with the fix when the browser or Playwright is missing."""
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium and the playwright package; fails (never skips) with the fix when missing."""
+    path = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
+    if path is None:
         pytest.fail(
             f"Debian chromium not found at {CHROMIUM}: run `apt-get update && apt-get install -y chromium`"
         )
@@ -190,18 +198,18 @@ def browser_requirements() -> None:
         pytest.fail(
             "playwright is not installed: `pip install -e '.[dev]'` (do not run `playwright install`)"
         )
+    return path
 
 
-def test_widgets_render_and_work_in_jupyterlab(lab: str) -> None:
-    browser_requirements()
+def test_widgets_render_and_work_in_jupyterlab(chromium: str, lab: str) -> None:
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            content = drive(browser.new_page(viewport={"width": 1400, "height": 1000}), lab, errors)
+            content = drive(browser.new_page(viewport={"width": 1400, "height": 2400}), lab, errors)
         finally:
             browser.close()
     assert "Error displaying widget" not in content
@@ -223,30 +231,31 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
     cell = {name: cells.nth(i + 1) for i, name in enumerate(WIDGETS)}
     expect(cell["reprs"].locator(".jp-OutputArea-output")).to_contain_text("Trajectory group", timeout=90_000)
-    expect(cell["builder"].get_by_role("button", name="Add trajectory")).to_be_visible()
+    expect(cell["builder"].locator("button.widget-button", has_text="Add trajectory")).to_be_visible()
     expect(cell["checkpoints"].locator(".js-plotly-plot")).to_be_visible()
     expect(cell["traces"].locator(".js-plotly-plot")).to_be_visible()
 
     # launch a job and watch it end
-    cell["launcher"].get_by_role("button", name="Launch").click()
+    cell["launcher"].locator("button.widget-button", has_text="Launch").click()
     expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
     expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
     expect(cell["launcher"]).to_contain_text("training_ended")
 
     # stream the chat comparison
-    cell["chat"].get_by_role("button", name="Run").click()
+    cell["chat"].locator("button.widget-button", has_text="Run").click()
     expect(cell["chat"]).to_contain_text("done: 2 model(s)", timeout=60_000)
     expect(cell["chat"]).to_contain_text("completion tokens")
+    cell["chat"].locator("button.widget-toggle-button", has_text="logprobs").click()
 
     # compare two checkpoints of the trained model
     explorer = cell["checkpoints"]
-    explorer.get_by_role("button", name="Load").click()
+    explorer.locator("button.widget-button", has_text="Load").click()
     checkpoints = explorer.locator("select[multiple]").nth(1)
     expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
     checkpoints.select_option(index=[0, 1])
-    explorer.get_by_role("button", name="Chat with this checkpoint").click()
+    explorer.locator("button.widget-button", has_text="Chat with this checkpoint").click()
     explorer.get_by_placeholder("user message").fill("Compare yourselves")
-    explorer.get_by_role("button", name="Run").click()
+    explorer.locator("button.widget-button", has_text="Run").click()
     expect(explorer).to_contain_text("done: 2 model(s)", timeout=60_000)
     expect(explorer).to_contain_text(":step1")
 
@@ -254,7 +263,7 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     traces = cell["traces"]
     traces.locator("select[size]").select_option(index=1)
     expect(traces).to_contain_text("inputs", timeout=30_000)
-    traces.get_by_role("button", name="👍").click()
+    traces.locator("button.widget-button", has_text="👍").click()
     expect(traces).to_contain_text("feedback saved", timeout=30_000)
 
     content = page.content()

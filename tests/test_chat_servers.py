@@ -1,8 +1,10 @@
-"""Server flags: ``--scheduling-policy priority`` (lower priority values are served first) and
-``--trust-request-chat-template`` (request templates accepted, still rendered in the sandbox)."""
+"""Server flags: ``--scheduling-policy priority`` (lower priority values are served first),
+``--trust-request-chat-template`` (request templates accepted, still rendered in the sandbox) and
+``--base-model PATH`` (a Hugging Face folder, its generation_config.json defaults applied)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,13 +13,23 @@ import httpx
 import pytest
 
 from conftest import LocalServer
+from toolkit.server.engine.model import ensure_builtin
 
 USER = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def flagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Hugging Face model folder on disk: the built-in model's files, greedy by default."""
+    spec = ensure_builtin(tmp_path_factory.mktemp("hf"))
+    (spec.folder / "generation_config.json").write_text(json.dumps({"temperature": 0.0, "max_new_tokens": 6}))
+    return spec.folder
+
+
+@pytest.fixture(scope="module")
+def flagged(tmp_path_factory: pytest.TempPathFactory, folder: Path) -> Iterator[LocalServer]:
     args = ("--trust-request-chat-template", "--scheduling-policy", "priority", "--max-num-seqs", "1")
+    args += ("--base-model", str(folder))
     srv = LocalServer(Path(tmp_path_factory.mktemp("flagged")), extra_args=args).start()
     yield srv
     srv.stop()
@@ -86,3 +98,12 @@ def test_priority_is_accepted_when_scheduling_by_priority(flagged: LocalServer) 
         headers={"Authorization": f"Bearer {flagged.key}"},
     )
     assert r.status_code == 200, r.text
+
+
+def test_a_model_folder_is_served_with_its_generation_defaults(flagged: LocalServer, folder: Path) -> None:
+    with flagged.http() as http:
+        assert [m["id"] for m in http.get("/v1/models").json()["data"]] == [folder.name]
+        body = {"messages": USER, "model": folder.name, "ignore_eos": True}
+        first, second = (http.post("/v1/chat/completions", json=body).json() for _ in range(2))
+    assert first["model"] == folder.name and first["usage"]["completion_tokens"] == 6
+    assert first["choices"][0]["message"] == second["choices"][0]["message"]  # temperature 0 by default

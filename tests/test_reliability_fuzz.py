@@ -1,6 +1,7 @@
 """Property-based fuzzing of every operation the running server's OpenAPI lists (schemathesis).
 
-Each operation gets ``FUZZ_EXAMPLES`` generated requests (valid and invalid, fixed seed): no 5xx,
+Each operation gets ``FUZZ_EXAMPLES`` generated requests (schemathesis' fuzzing phase, valid and
+invalid data, fixed seed; reliability_openapi.py says how bodies are bounded): no 5xx,
 2xx bodies match the declared schema, every 4xx is in the owning service's error shape, and the
 server is healthy afterwards. ``TOOLKIT_FUZZ_EXAMPLES`` / ``TOOLKIT_FUZZ_SEED`` raise the count or
 vary the seed for a longer run (see docs/reliability.md).
@@ -8,25 +9,17 @@ vary the seed for a longer run (see docs/reliability.md).
 
 from __future__ import annotations
 
-import copy
-import inspect
 import os
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import schemathesis
-from fastapi.routing import APIRoute
-from pydantic import BaseModel
+from reliability_openapi import fuzz_document
 from reliability_support import error_shape_problem, seed_resources
 from schemathesis import Case, CheckContext, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
-
-from toolkit.server.app import create_app
-from toolkit.server.settings import Settings
 
 if TYPE_CHECKING:
     from conftest import LocalServer
@@ -43,48 +36,10 @@ def fuzz_user(server: LocalServer) -> dict[str, Any]:
         return {"key": key, "ids": seed_resources(http)}
 
 
-def openapi_with_parsed_bodies() -> dict[str, Any]:
-    """The app's OpenAPI (built without starting it), plus the request bodies that routes parse
-    themselves (the trace service reads raw bytes), taken from the pydantic model their dependency
-    validates; the last test checks that the running server serves the same paths."""
-    app = create_app(Settings(data_dir=Path("unused")))
-    doc = copy.deepcopy(app.openapi())
-    components = doc.setdefault("components", {}).setdefault("schemas", {})
-    for route in api_routes(app.routes):
-        if not route.include_in_schema:
-            continue
-        model = parsed_model(route)
-        for method in route.methods if model else ():
-            operation = doc["paths"][route.path_format][method.lower()]
-            body = model.model_json_schema(ref_template="#/components/schemas/Parsed{model}")
-            components.update({f"Parsed{k}": v for k, v in body.pop("$defs", {}).items()})
-            operation.setdefault(
-                "requestBody", {"required": True, "content": {"application/json": {"schema": body}}}
-            )
-    return doc
-
-
-def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """Every endpoint, inside included routers too (FastAPI keeps them nested)."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        elif hasattr(route, "original_router"):
-            yield from api_routes(route.original_router.routes)
-
-
-def parsed_model(route: APIRoute) -> type[BaseModel] | None:
-    for dep in route.dependant.dependencies:
-        for value in inspect.getclosurevars(dep.call).nonlocals.values() if dep.call else ():
-            if isinstance(value, type) and issubclass(value, BaseModel):
-                return value
-    return None
-
-
 # Answers in a media type the route does not declare (reported to its owner): OTLP export replies
 # in protobuf (application/x-protobuf) to any request that is not JSON, as OTLP/HTTP requires.
 OTHER_MEDIA_TYPES = {"POST /traces/otel/v1/traces"}
-OPENAPI = openapi_with_parsed_bodies()
+OPENAPI = fuzz_document()
 schema = schemathesis.openapi.from_dict(
     OPENAPI,
     config=schemathesis.Config.from_dict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from traces_helpers import end, new_id, new_project, start
@@ -207,3 +208,36 @@ def test_disabled_tracing_records_nothing(client: tk.Client) -> None:
         return x + 1
 
     assert plain(1) == 2
+
+
+def test_tracing_inside_gather_threads(client: tk.Client, model: str) -> None:
+    """Each rollout of ``gather`` (thread pool) is a root call with its completions as children."""
+    from toolkit.rollouts import gather, trajectory
+
+    project = new_project()
+    tracing.enable(client, project)
+    try:
+
+        def rollout(scenario: str) -> Any:
+            with tracing.call("rollout", inputs={"scenario": scenario}) as call:
+                if scenario == "bad":
+                    raise RuntimeError("no luck")
+                messages = [{"role": "user", "content": scenario}]
+                completion = client.chat.completions.create(messages=messages, model=model, max_tokens=2)
+                traj = trajectory(messages, completion, reward=1.0)
+                tracing.record_outcome(call, traj)
+                return traj
+
+        groups = gather(["a", "b", "bad"], rollout, group_size=2, max_concurrency=3, progress=False)
+    finally:
+        tracing.disable()
+    assert [len(g.trajectories) for g in groups] == [2, 2, 0]
+    roots = list(client.traces.calls_query(project_id=project, filter={"trace_roots_only": True}))
+    assert len(roots) == 6
+    failed = [r for r in roots if r.inputs == {"scenario": "bad"}]
+    assert len(failed) == 2 and all(r.summary["weave"]["status"] == "error" for r in failed)
+    for root in roots:
+        if root.inputs["scenario"] != "bad":
+            assert root.output == {"reward": 1.0, "metrics": {}}
+            (tree,) = client.traces.call_tree(project, root.trace_id)
+            assert [n.call.op_name for n in tree.children] == ["chat.completions.create"]

@@ -54,6 +54,24 @@ def test_exception_record_is_arts_shape() -> None:
     assert record.traceback.rstrip().endswith("ValueError: rollout crashed")
 
 
+def test_gather_runs_each_rollout_in_the_callers_context() -> None:
+    """A traced parent call (a ContextVar) set around ``gather`` is seen inside the worker threads."""
+    from contextvars import ContextVar
+
+    parent: ContextVar[str | None] = ContextVar("parent", default=None)
+
+    def rollout(word: str) -> Trajectory:
+        fields = {"messages_and_choices": [{"role": "user", "content": word}]}
+        return Trajectory.model_validate({**fields, "metadata": {"parent": parent.get()}})
+
+    token = parent.set("gather-call")
+    try:
+        groups = gather(["a", "b", "c"], rollout, group_size=2, max_concurrency=4, progress=False)
+    finally:
+        parent.reset(token)
+    assert [t.metadata["parent"] for g in groups for t in g.trajectories] == ["gather-call"] * 6
+
+
 def test_gather_captures_exceptions_into_their_group(server: LocalServer) -> None:
     client = server.client()
     calls: list[str] = []

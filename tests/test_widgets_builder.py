@@ -83,3 +83,7 @@ def test_log_and_hand_off_to_launcher(server) -> None:
     launcher = b.launcher(model_id=model.id)
     assert isinstance(launcher, JobLauncher) and launcher.groups == b.groups
     assert launcher.model.value == model.id
+    b.log_model.value = model.id
+    b._train_clicked()
+    shown = b.launch_area.children[0]
+    assert isinstance(shown, JobLauncher) and shown.model.value == model.id and shown.validate() == []

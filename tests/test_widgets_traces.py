@@ -93,7 +93,8 @@ def test_browse_filter_open_feedback_export(server) -> None:
     assert browser.search().empty and "no calls" in browser.summary.value
     browser.since.value = None
     browser.roots_only.value = False
-    browser.search()
+    browser.page_size = 10
+    assert len(browser.search()) == 6
 
     root = browser.calls[(browser.calls["trace_id"] == failing) & (browser.calls["name"] == "agent")][
         "id"

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .types.chat import ChatCompletion
+from .types.traces import Call
 from .types.training import Checkpoint, Model, TrainingJob, Trajectory, TrajectoryGroup
 
 STATUS_COLORS = {
@@ -142,6 +143,7 @@ REPRS: dict[type[BaseModel], Callable[[Any], str]] = {
     Checkpoint: checkpoint_html,
     TrajectoryGroup: group_html,
     ChatCompletion: completion_html,
+    Call: call_html,
 }
 
 

@@ -10,6 +10,7 @@ recorded in its group (as ART does) instead of stopping the others.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -155,7 +156,9 @@ def gather(
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
-            outcomes = list(pool.map(run, items))
+            # each rollout runs in a copy of the caller's context (so a traced parent call is seen)
+            contexts = [contextvars.copy_context() for _ in items]
+            outcomes = list(pool.map(lambda ctx, scenario: ctx.run(run, scenario), contexts, items))
     finally:
         bar.close()
     return _groups(outcomes, group_size, max_exceptions)

@@ -40,6 +40,7 @@ from .client.client import AsyncClient, Client
 from .client.traces import op_calls_complete
 from .types.chat import ChatCompletion
 from .types.traces import CallsCompleteReq, CompletedCall, uuid7
+from .types.training import Trajectory
 
 log = logging.getLogger("toolkit.tracing")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,7 +68,8 @@ def _add_usage(into: dict[str, Any], usage: Mapping[str, Any]) -> None:
 
 @dataclass
 class Call:
-    """A call being recorded; set ``output`` (and ``summary`` keys) before it ends."""
+    """A call being recorded; set ``output`` (and ``summary`` keys, or ``error`` for a failure that
+    was handled) before it ends."""
 
     op_name: str
     inputs: dict[str, Any]
@@ -78,6 +80,7 @@ class Call:
     display_name: str | None = None
     output: Any = None
     summary: dict[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
     started_at: datetime = field(default_factory=_now)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -140,7 +143,7 @@ class Tracer:
             raise
         finally:
             _current.reset(token)
-            self._finish(current, error)
+            self._finish(current, error or current.error)
 
     def _finish(self, c: Call, error: BaseException | None) -> None:
         counts = c.summary.setdefault("status_counts", {"success": 0, "error": 0})
@@ -315,6 +318,19 @@ def call(
         return
     with tracer.call(op_name, inputs, attributes=attributes, display_name=display_name) as c:
         yield c
+
+
+def record_outcome(call: Call | None, outcome: Any) -> None:
+    """What a rollout call ends with: a trajectory's reward and metrics, or the exception it raised
+    (a no-op when ``call`` is ``None``, i.e. tracing is off)."""
+    if call is None:
+        return
+    if isinstance(outcome, BaseException):
+        call.error = outcome
+    elif isinstance(outcome, Trajectory):
+        call.output = {"reward": outcome.reward, "metrics": dict(outcome.metrics)}
+    else:
+        call.output = outcome
 
 
 def op(fn: F | None = None, *, name: str | None = None) -> Any:

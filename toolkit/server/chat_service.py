@@ -262,7 +262,13 @@ class Prepared:
     top_logprobs: int
 
 
-def _sampling(r: ChatCompletionRequest, max_tokens: int, n: int) -> SamplingParams:
+def _value(r: ChatCompletionRequest, name: str, defaults: dict[str, Any], fallback: float) -> float:
+    """The request's value, else the model's generation_config.json default, else OpenAI's."""
+    value = getattr(r, name) if name in r.model_fields_set else None
+    return float(defaults.get(name, fallback) if value is None else value)
+
+
+def _sampling(r: ChatCompletionRequest, max_tokens: int, n: int, defaults: dict[str, Any]) -> SamplingParams:
     """SamplingParams with vLLM's ``to_sampling_params`` checks (HTTP 400 before any stream)."""
     if n < 1:
         raise _invalid(f"n must be at least 1, got {n}.")
@@ -271,26 +277,30 @@ def _sampling(r: ChatCompletionRequest, max_tokens: int, n: int) -> SamplingPara
             f"n must be at most {MAX_N}, got {n}. To increase this limit, set the VLLM_MAX_N_SEQUENCES "
             "environment variable."
         )
-    presence, frequency = r.presence_penalty or 0.0, r.frequency_penalty or 0.0
+    presence, frequency = (
+        _value(r, "presence_penalty", defaults, 0.0),
+        _value(r, "frequency_penalty", defaults, 0.0),
+    )
     if not -2.0 <= presence <= 2.0:
         raise _invalid(f"presence_penalty must be in [-2, 2], got {presence}.")
     if not -2.0 <= frequency <= 2.0:
         raise _invalid(f"frequency_penalty must be in [-2, 2], got {frequency}.")
-    repetition = 1.0 if r.repetition_penalty is None else r.repetition_penalty
+    repetition = _value(r, "repetition_penalty", defaults, 1.0)
     if not math.isfinite(repetition):
         raise _invalid(f"repetition_penalty must be a finite number, got {repetition}.")
     if repetition <= 0:
         raise _invalid(f"repetition_penalty must be greater than zero, got {repetition}.")
-    temperature = 1.0 if r.temperature is None else r.temperature
+    temperature = _value(r, "temperature", defaults, 1.0)
     if not math.isfinite(temperature):
         raise _invalid(f"temperature must be a finite number, got {temperature}.", "temperature", temperature)
     if temperature < 0:
         raise _invalid(f"temperature must be non-negative, got {temperature}.", "temperature", temperature)
     if temperature > 2:
         raise _invalid(f"temperature must be in [0, 2], got {temperature}.", "temperature", temperature)
-    top_p = 1.0 if r.top_p is None else r.top_p
-    top_k = 0 if r.top_k is None or r.top_k == -1 else r.top_k
-    min_p = 0.0 if r.min_p is None else r.min_p
+    top_p = _value(r, "top_p", defaults, 1.0)
+    top_k = int(_value(r, "top_k", defaults, 0))
+    top_k = 0 if top_k == -1 else top_k
+    min_p = _value(r, "min_p", defaults, 0.0)
     if temperature < GREEDY_EPS:
         if n > 1 and not r.use_beam_search:
             raise _invalid(f"n must be 1 when using greedy sampling, got {n}.")
@@ -568,9 +578,12 @@ def prepare(
             field,
             requested,
         )
+    defaults = engine.spec.generation_defaults
+    if requested is None:
+        requested = defaults.get("max_tokens")
     max_tokens = min(max_len - len(prompt), requested if requested is not None else max_len)
     n = 1 if r.n is None else r.n
-    params = _sampling(r, max_tokens, n)
+    params = _sampling(r, max_tokens, n, defaults)
     params.logits_processors = _processors(r, engine.vocab_size)
     constraint = _constraint(r)
     prompt_logprobs = r.prompt_logprobs
@@ -593,7 +606,8 @@ def prepare(
         for i in range(n)
     ]
     request_id = r.request_id or uuid.uuid4().hex[:16]
-    role = "assistant" if r.add_generation_prompt else str(r.messages[-1].get("role", "assistant"))
+    last_role = str(r.messages[-1].get("role", "assistant")) if r.messages else "assistant"
+    role = "assistant" if r.add_generation_prompt else last_role
     echo = None
     if r.echo and r.messages and r.messages[-1].get("role") == role:
         content = r.messages[-1].get("content")

@@ -34,19 +34,24 @@ def frame_html(df: pd.DataFrame, max_rows: int = 200) -> str:
     return f'<div style="{TABLE_CSS}">{body}</div>'
 
 
-def refresh_figure(target: go.FigureWidget, fig: go.Figure) -> None:
-    """Make a live figure show ``fig``: traces are updated in place when their kinds match."""
-    same = len(target.data) == len(fig.data) and all(
-        a.type == b.type for a, b in zip(target.data, fig.data, strict=True)
-    )
-    with target.batch_update():
-        if same:
-            for old, new in zip(target.data, fig.data, strict=True):
-                old.update(new.to_plotly_json(), overwrite=True)
-        else:
-            target.data = ()
-            target.add_traces(list(fig.data))
-        target.layout = fig.layout
+class FigureBox(w.Box):
+    """A box showing one plotly figure as a ``FigureWidget``; :meth:`show` swaps in a new one.
+
+    Swapping (and closing the old widget) renders reliably in the browser, where adding and removing
+    traces of a displayed FigureWidget does not always reach the front end.
+    """
+
+    def __init__(self, fig: go.Figure) -> None:
+        super().__init__([go.FigureWidget(fig)])
+
+    @property
+    def figure(self) -> go.FigureWidget:
+        return self.children[0]
+
+    def show(self, fig: go.Figure) -> None:
+        old = self.figure
+        self.children = (go.FigureWidget(fig),)
+        old.close()
 
 
 def button(description: str, on_click: Callable[[], object], style: str = "", icon: str = "") -> w.Button:

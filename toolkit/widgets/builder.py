@@ -45,6 +45,7 @@ class TrajectoryBuilder(w.VBox):
         self.draft_view = w.HTML()
         self.table = w.HTML()
         self.status = w.HTML()
+        self.launch_area = w.VBox()
         controls = [
             w.HBox([self.role, button("Add message", self.add_message, icon="plus")]),
             self.content,
@@ -62,6 +63,7 @@ class TrajectoryBuilder(w.VBox):
             w.HBox([self.selected, button("Edit", self.edit), button("Remove", self.remove, "danger")]),
             w.Accordion([self._io_panel()], titles=("Import / export / log",)),
             self.status,
+            self.launch_area,
         ]
         super().__init__(controls)
         self._render()
@@ -77,6 +79,7 @@ class TrajectoryBuilder(w.VBox):
                         self.log_model,
                         self.split,
                         button("Log to model", self._log_clicked),
+                        button("Train on these groups…", self._train_clicked, "success"),
                     ]
                 ),
             ]
@@ -195,6 +198,12 @@ class TrajectoryBuilder(w.VBox):
     def _log_clicked(self) -> None:
         try:
             self.log_groups(self.log_model.value)
+        except Exception as exc:
+            self.status.value = message("error", error_text(exc))
+
+    def _train_clicked(self) -> None:
+        try:
+            self.launch_area.children = [self.launcher(model_id=self.log_model.value or None)]
         except Exception as exc:
             self.status.value = message("error", error_text(exc))
 

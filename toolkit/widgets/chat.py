@@ -22,6 +22,7 @@ from ..types.training import TokenLogprob
 from ._common import button, error_text
 
 RENDER_EVERY_S = 0.1
+WIDE = {"description_width": "initial"}
 COLUMN = w.Layout(flex="1 1 0", min_width="220px", border="1px solid #ddd", padding="4px", margin="2px")
 
 
@@ -93,7 +94,7 @@ class ChatCompare(w.VBox):
         self.system = w.Textarea(placeholder="system message (optional)", layout=w.Layout(width="100%"))
         self.prompt = w.Textarea(value=prompt, placeholder="user message", layout=w.Layout(width="100%"))
         self.temperature = w.FloatSlider(
-            value=temperature, min=0.0, max=2.0, step=0.05, description="temperature"
+            value=temperature, min=0.0, max=2.0, step=0.05, description="temperature", style=WIDE
         )
         self.top_p = w.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top_p")
         self.max_tokens = w.BoundedIntText(value=max_tokens, min=1, max=4096, description="max tokens")

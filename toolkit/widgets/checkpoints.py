@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from .. import frames, plots
 from ..client import Client
 from ..types.training import Model
-from ._common import button, error_text, frame_html, message, refresh_figure
+from ._common import FigureBox, button, error_text, frame_html, message
 from .chat import ChatCompare
 
 
@@ -32,7 +32,7 @@ class CheckpointExplorer(w.VBox):
         self.models = w.SelectMultiple(description="models", rows=4, layout=w.Layout(width="420px"))
         self.metric = w.Dropdown(description="metric", options=[])
         self.selection = w.SelectMultiple(description="checkpoints", rows=6, layout=w.Layout(width="420px"))
-        self.figure = go.FigureWidget(plots.checkpoint_metrics(self.checkpoints, "step"))
+        self.plot = FigureBox(plots.checkpoint_metrics(self.checkpoints, "step"))
         self.table = w.HTML()
         self.status = w.HTML()
         self.confirm_box = w.HBox(layout=w.Layout(display="none"))
@@ -43,7 +43,7 @@ class CheckpointExplorer(w.VBox):
             [
                 w.HBox([self.models, button("Load", self.refresh, "primary", "refresh")]),
                 w.HBox([self.metric]),
-                self.figure,
+                self.plot,
                 self.table,
                 w.HBox(
                     [
@@ -64,6 +64,11 @@ class CheckpointExplorer(w.VBox):
         self.load_models(select=model_ids)
 
     # ------------------------------------------------------------------ logic
+
+    @property
+    def figure(self) -> go.FigureWidget:
+        """The figure on show."""
+        return self.plot.figure
 
     def load_models(self, select: Sequence[str] = ()) -> None:
         self._models = {m.id: m for m in self.client.models.list()}
@@ -140,4 +145,4 @@ class CheckpointExplorer(w.VBox):
 
     def _plot(self) -> None:
         df = self.checkpoints.assign(model_id=self.checkpoints["model_id"].map(self._label))
-        refresh_figure(self.figure, plots.checkpoint_metrics(df, self.metric.value or "step"))
+        self.plot.show(plots.checkpoint_metrics(df, self.metric.value or "step"))

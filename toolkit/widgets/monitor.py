@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from .. import frames, plots
 from ..client import Client
 from ..types.training import TrainingJob, TrainingJobEvent
-from ._common import Loop, button, error_text, frame_html, message, refresh_figure
+from ._common import FigureBox, Loop, button, error_text, frame_html, message
 
 TERMINAL_EVENTS = {"training_ended", "training_failed"}
 TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
@@ -35,17 +35,22 @@ class JobMonitor(w.VBox):
         self._loop: Loop | None = None
         self.status = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="steps", bar_style="info")
-        self.figure = go.FigureWidget(plots.training_curves(self.events))
+        self.plot = FigureBox(plots.training_curves(self.events))
         self.failure = w.HTML(layout=w.Layout(display="none"))
         self.table = w.HTML(frame_html(self.events))
         self.cancel_button = button("Cancel", self.cancel, style="warning", icon="stop")
         header = w.HBox([self.status, self.progress, self.cancel_button])
-        super().__init__([header, self.failure, self.figure, w.Accordion([self.table], titles=("Events",))])
+        super().__init__([header, self.failure, self.plot, w.Accordion([self.table], titles=("Events",))])
         self._render()
         if start:
             self.start()
 
     # ------------------------------------------------------------------ logic
+
+    @property
+    def figure(self) -> go.FigureWidget:
+        """The figure on show."""
+        return self.plot.figure
 
     @property
     def done(self) -> bool:
@@ -136,7 +141,7 @@ class JobMonitor(w.VBox):
         if error or status == "failed":
             self._show_failure(error or "the job failed without a message")
         if changed:
-            refresh_figure(self.figure, plots.training_curves(self.events))
+            self.plot.show(plots.training_curves(self.events))
             self.table.value = frame_html(self.events)
 
     def _started_sequences(self) -> int | None:

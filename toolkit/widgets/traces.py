@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from .. import _html, frames, plots
 from ..client import Client
 from ..types.traces import Call
-from ._common import button, error_text, frame_html, message, refresh_figure
+from ._common import FigureBox, button, error_text, frame_html, message
 
 STATUSES = ("any", "success", "error", "running", "descendant_error")
 SUMMARY_COLUMNS = ["name", "status", "started_at", "latency_ms", "total_tokens", "cost_usd"]
@@ -90,11 +90,11 @@ class TraceBrowser(w.VBox):
         self.summary = w.HTML()
         self.pager = w.HTML()
         self.selection = w.Select(rows=8, layout=w.Layout(width="100%"))
-        self.tree = go.FigureWidget(plots.call_tree(self.trace))
+        self.plot = FigureBox(plots.call_tree(self.trace))
         self.detail = w.HTML()
         self.note = w.Text(placeholder="note", description="note")
         self.status = w.HTML()
-        self.selection.observe(lambda change: change["new"] and self.open_call(change["new"]), "value")
+        self.selection.observe(self._selected, "value")
         feedback = w.HBox(
             [
                 button("👍", lambda: self.react("👍")),
@@ -118,7 +118,7 @@ class TraceBrowser(w.VBox):
                 self.table,
                 w.HBox([button("◀ Prev", self.prev_page), self.pager, button("Next ▶", self.next_page)]),
                 self.selection,
-                self.tree,
+                self.plot,
                 self.detail,
                 feedback,
                 self.status,
@@ -127,6 +127,11 @@ class TraceBrowser(w.VBox):
         self.search()
 
     # ------------------------------------------------------------------ logic
+
+    @property
+    def tree(self) -> go.FigureWidget:
+        """The figure on show."""
+        return self.plot.figure
 
     def query(self) -> dict[str, Any] | None:
         return calls_query(
@@ -148,10 +153,10 @@ class TraceBrowser(w.VBox):
         self.page = 0
         try:
             self.total = self.client.traces.calls_query_stats(**self._request()).count
+            return self.load_page()
         except Exception as exc:
             self.status.value = message("error", error_text(exc))
-            self.total = 0
-        return self.load_page()
+            return self.calls
 
     def load_page(self) -> pd.DataFrame:
         """The current page of calls, newest first, with costs."""
@@ -192,9 +197,16 @@ class TraceBrowser(w.VBox):
         self.call = call
         nodes = self.client.traces.call_tree(self.project_id, call.trace_id)
         self.trace = frames.calls_frame([c for root in nodes for _, c in root.walk()])
-        refresh_figure(self.tree, plots.call_tree(self.trace))
+        self.plot.show(plots.call_tree(self.trace))
         self.detail.value = _html.call_html(call)
         return call
+
+    def _selected(self, change: dict[str, Any]) -> None:
+        if change["new"]:
+            try:
+                self.open_call(change["new"])
+            except Exception as exc:
+                self.status.value = message("error", error_text(exc))
 
     def _feedback(self, feedback_type: str, payload: dict[str, Any]) -> None:
         if self.call is None:

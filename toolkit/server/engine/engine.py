@@ -2,8 +2,9 @@
 
 Requests come in from the event loop (:meth:`Engine.submit`) and wait in a queue (first come, or by
 ``priority`` when the server schedules by priority). Each iteration admits waiting requests while
-there is room (a prefill each, reusing cached prefix blocks), then runs one decode step per loaded
-set of weights over all its sequences at once. Results go back to the event loop as events.
+there is room (one batched prefill per set of weights, reusing cached prefix blocks), then runs one
+decode step per set of weights over all its sequences at once. Results go back to the event loop as
+events.
 """
 
 from __future__ import annotations
@@ -359,18 +360,20 @@ class Engine:
             elif token in seq.extra_eos or token in p.stop_token_ids:
                 seq.finish_reason, seq.stop_reason, stopped_by_token = "stop", token, True
         if seq.text_state is not None and (not stopped_by_token or p.include_stop_str_in_output):
-            seq.text += seq.text_state.push(token)
-            if p.stop and n > p.min_tokens and not stopped_by_token:
-                self._check_stop_strings(seq)
+            new_text = seq.text_state.push(token)
+            seq.text += new_text
+            if p.stop and new_text and n > p.min_tokens and not stopped_by_token:
+                self._check_stop_strings(seq, len(new_text))
         if seq.finish_reason is None and (
             n >= p.max_tokens or len(seq.prompt_ids) + n >= self.spec.max_model_len
         ):
             seq.finish_reason = "length"
         return seq.finish_reason is not None
 
-    def _check_stop_strings(self, seq: Sequence) -> None:
+    def _check_stop_strings(self, seq: Sequence, new_chars: int) -> None:
+        """Finish at the stop string completed by the newest text (earliest end, then list order)."""
         p = seq.params
-        window_start = max(0, len(seq.text) - 2 * max(len(s) for s in p.stop) - 8)
+        window_start = max(0, len(seq.text) - new_chars - max(len(s) for s in p.stop) + 1)
         found = [
             (at + len(stop), order, at, stop)
             for order, stop in enumerate(p.stop)

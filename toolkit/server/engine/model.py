@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,15 @@ from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_t
 BUILTIN_NAME = "toolkit/tiny-chat-1m"
 WEIGHTS_FILE = "model.safetensors"
 MAX_MODEL_LEN = 1024
+GENERATION_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
 
 
 def tiny_config() -> LlamaConfig:
@@ -52,6 +61,8 @@ class BaseModelSpec:
     eos_token_ids: list[int]
     pad_token_id: int
     max_model_len: int
+    # sampling defaults of the folder's generation_config.json (a request's own values win)
+    generation_defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def weights(self) -> Path:
@@ -98,6 +109,12 @@ def from_folder(folder: Path, name: str | None = None) -> BaseModelSpec:
     eos = config.get("eos_token_id")
     eos_ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
     pad = config.get("pad_token_id")
+    generation: dict[str, Any] = {}
+    if (folder / "generation_config.json").exists():
+        generation = json.loads((folder / "generation_config.json").read_text())
+    defaults = {k: generation[k] for k in GENERATION_KEYS if generation.get(k) is not None}
+    if generation.get("max_new_tokens") is not None:
+        defaults["max_tokens"] = generation["max_new_tokens"]
     return BaseModelSpec(
         name=name or folder.name,
         folder=folder,
@@ -105,6 +122,7 @@ def from_folder(folder: Path, name: str | None = None) -> BaseModelSpec:
         eos_token_ids=eos_ids,
         pad_token_id=pad if pad is not None else (eos_ids[0] if eos_ids else 0),
         max_model_len=int(config.get("max_position_embeddings", MAX_MODEL_LEN)),
+        generation_defaults=defaults,
     )
 
 

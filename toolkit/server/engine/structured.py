@@ -52,14 +52,20 @@ class GuidedRow:
     vocab_size: int
     eos_id: int
 
+    dead: bool = False  # a token outside the constraint was forced in (e.g. min_tokens held EOS back)
+
     def mask(self) -> Tensor:
         allowed = torch.zeros(self.vocab_size, dtype=torch.bool)
-        allowed[self.guide.get_tokens()] = True
+        allowed[[self.eos_id] if self.dead else self.guide.get_tokens()] = True
         return allowed
 
     def advance(self, token_id: int) -> None:
-        if token_id != self.eos_id:
+        if token_id == self.eos_id or self.dead:
+            return
+        try:
             self.guide.advance(token_id)
+        except (ValueError, RuntimeError):
+            self.dead = True
 
 
 class Compiler:

@@ -304,8 +304,9 @@ async def file_create(
     expected_digest: Annotated[str | None, Form()] = None,
 ) -> Response:
     content = await file.read()
-    digest = s.objects.file_create(
-        user.id, project_id, file.filename or "<unnamed_file>", content, expected_digest
+    name = file.filename or "<unnamed_file>"
+    digest = await run_in_threadpool(
+        s.objects.file_create, user.id, project_id, name, content, expected_digest
     )
     return ok({"digest": digest})
 

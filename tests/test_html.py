@@ -1,0 +1,53 @@
+"""Rich HTML reprs of the wire types (attached by ``import toolkit``); text repr unchanged outside Jupyter."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from widget_support import group
+
+import toolkit  # noqa: F401  (installs the reprs)
+from toolkit.types.chat import ChatCompletion
+from toolkit.types.traces import Call
+from toolkit.types.training import Checkpoint, Model, TrainingJob
+
+
+def test_job_repr_shows_status_and_escaped_error() -> None:
+    job = TrainingJob(id="j1", status="failed", kind="rl", num_sequences=3, error="boom <script>")
+    out = job._repr_html_()  # type: ignore[attr-defined]
+    assert "Training job" in out and ">failed</span>" in out and "#d62728" in out
+    assert "boom &lt;script&gt;" in out and "<script>" not in out
+    assert repr(job).startswith("TrainingJob(id='j1'")
+
+
+def test_model_checkpoint_group_completion_and_call_reprs() -> None:
+    model = Model(id="m", entity="e", project="p", name="agent", base_model="tiny")
+    assert "Model agent" in model._repr_html_()  # type: ignore[attr-defined]
+    ckpt = Checkpoint(id="c", step=3, metrics={"val/reward": 0.5})
+    assert "Checkpoint step 3" in ckpt._repr_html_() and "val/reward" in ckpt._repr_html_()  # type: ignore[attr-defined]
+    out = group([0.0, 1.0])._repr_html_()  # type: ignore[attr-defined]
+    assert "Trajectory group (2 trajectories)" in out and "answer 1.0" in out and "1.000" in out
+    completion = ChatCompletion.model_validate(
+        {
+            "id": "x",
+            "created": 0,
+            "model": "tiny",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "a<b"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
+        }
+    )
+    out = completion._repr_html_()  # type: ignore[attr-defined]
+    assert "Completion from tiny" in out and "a&lt;b" in out and "2 prompt + 1 completion" in out
+    call = Call(
+        id="c1",
+        project_id="e/p",
+        op_name="agent",
+        trace_id="t",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        inputs={"q": "2+2?"},
+        exception="ValueError",
+    )
+    out = call._repr_html_()  # type: ignore[attr-defined]
+    assert "Call agent" in out and ">error</span>" in out and "2+2?" in out
