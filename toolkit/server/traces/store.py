@@ -23,19 +23,13 @@ def check_project_id(project_id: str) -> str:
     return project_id
 
 
-TUNING = (
-    "PRAGMA cache_size = -65536",  # 64 MiB of page cache: indexes of large projects stay in memory
-    "PRAGMA mmap_size = 1073741824",  # reads through memory mapping, not read() calls
-)
-
-
 class TraceDatabase(Database):
-    """The shared SQLite access, with a larger cache and memory-mapped reads on every connection."""
+    """The shared SQLite access with 64 MiB of page cache per connection, so that the indexes of
+    large projects stay in memory while calls are written."""
 
     def _open(self) -> sqlite3.Connection:
         conn = super()._open()
-        for pragma in TUNING:
-            conn.execute(pragma)
+        conn.execute("PRAGMA cache_size = -65536")
         return conn
 
 
@@ -78,8 +72,7 @@ class Base:
         conn = sqlite3.connect(self.db.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         conn.row_factory = sqlite3.Row
         try:
-            for pragma in (*TUNING, "PRAGMA query_only = ON"):
-                conn.execute(pragma)
+            conn.execute("PRAGMA query_only = ON")
             conn.execute("BEGIN")
             yield conn
         finally:
