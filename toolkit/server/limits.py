@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_response
@@ -19,28 +20,34 @@ class BodySizeLimit:
         path = scope.get("path", "")
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await error_response(path, 413, f"Request body larger than {self.max_bytes} bytes")(
-                scope, receive, send
-            )
+            await too_large(path, self.max_bytes)(scope, receive, send)
             return
         seen = 0
+        started = answered = False
 
         async def limited() -> Message:
-            nonlocal seen
+            # Answer 413 here rather than raise: FastAPI turns errors while reading a body into a 400.
+            nonlocal seen, answered
+            if answered:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    answered = True
+                    if not started:
+                        await too_large(path, self.max_bytes)(scope, receive, send)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await error_response(path, 413, f"Request body larger than {self.max_bytes} bytes")(
-                scope, receive, send
-            )
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if not answered:
+                started = True
+                await send(message)
+
+        await self.app(scope, limited, guarded)
 
 
-class _TooLarge(Exception):
-    pass
+def too_large(path: str, max_bytes: int) -> Response:
+    return error_response(path, 413, f"Request body larger than {max_bytes} bytes")

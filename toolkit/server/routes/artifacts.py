@@ -16,7 +16,7 @@ from ..store.users import User
 from ..training_data import ALLOWED_FILES, TrainingDataError, check_metadata, iter_conversations
 
 router = APIRouter(prefix="/v1/preview/artifacts")
-NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+NAME = re.compile(r"^(?!\.+$)[A-Za-z0-9_.\-]{1,128}$")  # "." and ".." are path parts, not names
 
 
 @router.post("", response_model=Artifact)
@@ -35,7 +35,7 @@ async def upload(
     name = name or f"sft-data-{uuid.uuid4().hex[:12]}"
     for field, value in (("project", project), ("entity", entity), ("name", name)):
         if not NAME.match(value):
-            raise Unprocessable(["body", field], "use 1-128 letters, digits, '_', '.', '-'")
+            raise Unprocessable(["body", field], "use 1-128 letters, digits, '_', '.', '-' (not only dots)")
     if model_id is not None:
         svc.models.get(user, model_id)
     contents: dict[str, bytes] = {}

@@ -1,0 +1,119 @@
+"""Limits: body size (413 in each service's shape), page sizes, chat length bounds, malformed
+compressed bodies, huge integers (bugs the fuzzer found)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+from reliability_support import create_model, error_shape_problem
+
+from toolkit.server.engine.model import BUILTIN_NAME
+from toolkit.server.settings import MAX_BODY_BYTES
+
+if TYPE_CHECKING:
+    from conftest import LocalServer
+
+PATHS = ["/v1/preview/models", "/v1/chat/completions", "/traces/call/start"]
+
+
+def raw_post(server: LocalServer, path: str, length: int) -> tuple[int, bytes]:
+    """A POST declaring ``length`` body bytes and sending none: the answer must not wait for them."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {server.key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.split(b"\r\n\r\n", 1)[1]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_declared_oversized_body_is_413_in_the_service_shape(server: LocalServer, path: str) -> None:
+    status, body = raw_post(server, path, MAX_BODY_BYTES + 1)
+    assert status == 413
+    assert error_shape_problem(path, 413, json.loads(body)) is None
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_streamed_oversized_body_is_413_in_the_service_shape(server: LocalServer, path: str) -> None:
+    def chunks() -> Iterator[bytes]:
+        block = b" " * (1 << 20)
+        for _ in range(MAX_BODY_BYTES // len(block) + 1):
+            yield block
+
+    with server.http() as http:
+        r = http.post(path, content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert error_shape_problem(path, 413, r.json()) is None
+
+
+def test_page_limits(server: LocalServer) -> None:
+    with server.http() as http:
+        model = create_model(http)
+        for path, limit in (
+            (f"/v1/preview/models/{model['id']}/checkpoints", 100),
+            (f"/v1/preview/models/{model['id']}/trajectories", 1000),
+            ("/v1/preview/training-jobs/nope/events", 100),
+        ):
+            r = http.get(path, params={"limit": limit + 1})
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "limit"], path
+            assert http.get(path, params={"limit": 0}).status_code == 422
+
+
+def test_huge_integers_are_4xx_not_500(server: LocalServer) -> None:
+    """Found by the fuzzer: integers beyond SQLite's range answered 500."""
+    with server.http() as http:
+        model = create_model(http)
+        huge = 2**64
+        r = http.get(f"/v1/preview/models/{model['id']}/trajectories", params={"step": huge, "offset": huge})
+        assert r.status_code == 422
+        r = http.request("DELETE", f"/v1/preview/models/{model['id']}/checkpoints", json={"steps": [huge]})
+        assert r.status_code == 200 and r.json()["not_found_steps"] == [huge]
+        many = list(range(1, 40_000))  # more than SQLite's bound-variable limit
+        r = http.request("DELETE", f"/v1/preview/models/{model['id']}/checkpoints", json={"steps": many})
+        assert r.status_code == 200 and r.json()["deleted_count"] == 0
+
+
+def test_chat_length_bounds(server: LocalServer) -> None:
+    msg = [{"role": "user", "content": "hi"}]
+    with server.http() as http:
+        for extra in ({"max_tokens": 10**6}, {"max_tokens": -1}, {"max_completion_tokens": 10**6}):
+            r = http.post("/v1/chat/completions", json={"model": BUILTIN_NAME, "messages": msg, **extra})
+            assert r.status_code == 400 and error_shape_problem("/v1/chat/", 400, r.json()) is None, r.text
+        long = [{"role": "user", "content": "x" * 50_000}]
+        r = http.post("/v1/chat/completions", json={"model": BUILTIN_NAME, "messages": long, "max_tokens": 1})
+        assert r.status_code == 400 and error_shape_problem("/v1/chat/", 400, r.json()) is None, r.text
+
+
+def test_malformed_gzip_otlp_body_is_400(server: LocalServer) -> None:
+    """A body claiming gzip that is not gzip: a 400 in Weave's shape, not a 500."""
+    with server.http() as http:
+        r = http.post(
+            "/traces/otel/v1/traces",
+            content=b"not gzip",
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/x-protobuf"},
+        )
+    assert r.status_code == 400, r.text
+    assert error_shape_problem("/traces/otel", 400, r.json()) is None
+
+
+def test_gzip_bomb_otlp_body_is_bounded(server: LocalServer) -> None:
+    """A small gzip body inflating past the body limit is refused (413), never inflated in memory."""
+    bomb = gzip.compress(b"\0" * (MAX_BODY_BYTES + (1 << 20)))
+    with server.http() as http:
+        r = http.post(
+            "/traces/otel/v1/traces",
+            content=bomb,
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/x-protobuf"},
+        )
+    assert r.status_code == 413, r.text
