@@ -101,4 +101,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX training_job_events_by_job ON training_job_events (job_id, seq);
     """,
+    # 3: chat-completion usage per user, team/project and model
+    """
+    CREATE TABLE chat_usage (
+        user_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        model TEXT NOT NULL,
+        requests INTEGER NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        PRIMARY KEY (user_id, project, model)
+    );
+    """,
 ]

@@ -1,7 +1,6 @@
 """Chat-completion usage per user, team/project (the ``OpenAI-Project`` header) and model.
 
-Its table is created here (``IF NOT EXISTS``) rather than in a numbered migration: it is private to
-the chat endpoint and holds counters only.
+Counters only, in the ``chat_usage`` table (migration 3).
 """
 
 from __future__ import annotations
@@ -12,19 +11,6 @@ from .db import Database
 from .users import User
 
 DEFAULT_PROJECT = "inference"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chat_usage (
-    user_id TEXT NOT NULL,
-    project TEXT NOT NULL,
-    model TEXT NOT NULL,
-    requests INTEGER NOT NULL,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    cached_tokens INTEGER NOT NULL,
-    PRIMARY KEY (user_id, project, model)
-)
-"""
 
 
 @dataclass(frozen=True)
@@ -44,8 +30,6 @@ class UsageRow:
 class ChatUsage:
     def __init__(self, db: Database) -> None:
         self.db = db
-        with db.write() as conn:
-            conn.execute(_SCHEMA)
 
     @staticmethod
     def project_of(user: User, header: str | None) -> str:
