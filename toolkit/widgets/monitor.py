@@ -65,9 +65,10 @@ class JobMonitor(w.VBox):
 
     def poll(self) -> bool:
         """Fetch new events (all pages after the last seen) and the job; True while it still runs."""
+        # The job first: once it is terminal, the events read after it include the terminal event.
+        self.job = self.client.training_jobs.retrieve(self.job_id)
         after = self._events[-1].id if self._events else None
         new = list(self.client.training_jobs.events.list(self.job_id, after=after, limit=100))
-        self.job = self.client.training_jobs.retrieve(self.job_id)
         if new:
             self._events.extend(new)
             self.events = frames.events_frame(self._events)
