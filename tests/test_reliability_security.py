@@ -4,6 +4,7 @@ name, no path traversal, loopback by default, no keys in the log."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,10 +111,12 @@ def test_request_chat_template_refused_unless_trusted(server: LocalServer) -> No
 
 
 @pytest.fixture
-def trusting_server(fresh_server: LocalServer) -> LocalServer:
-    fresh_server.stop()
-    fresh_server.extra_args = ("--trust-request-chat-template",)
-    return fresh_server.start()
+def trusting_server(server: LocalServer, tmp_path: Path) -> Iterator[LocalServer]:
+    """A server of its own started with ``--trust-request-chat-template``."""
+    srv = type(server)(tmp_path / "data", extra_args=("--trust-request-chat-template",))
+    srv.data_dir.mkdir()
+    yield srv.start()
+    srv.stop()
 
 
 def test_trusted_chat_templates_render_in_the_sandbox(trusting_server: LocalServer) -> None:
