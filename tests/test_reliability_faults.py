@@ -57,6 +57,7 @@ def integrity_ok(server: LocalServer, name: str) -> bool:
 
 
 def check_log(fresh_server: LocalServer) -> None:
+    """Tagged ``/log`` batches of 2 groups x 5 trajectories."""
     with fresh_server.http() as http:
         model = create_model(http)
 
@@ -80,6 +81,8 @@ def check_log(fresh_server: LocalServer) -> None:
 
 
 def check_trace_ingest(fresh_server: LocalServer) -> None:
+    """Trace ingest batches of 20 complete calls, one trace each."""
+
     def send(http: httpx.Client, tag: str) -> httpx.Response:
         now = datetime.now(UTC).isoformat()
         batch = [
@@ -139,6 +142,7 @@ def kill_while_running(server: LocalServer, path: str, body: dict[str, Any]) -> 
 
 
 def check_sft_job(fresh_server: LocalServer) -> None:
+    """An SFT job over 400 examples, one per step."""
     line = {
         "messages": [{"role": "user", "content": "count"}, {"role": "assistant", "content": "1 2 3" * 20}]
     }
@@ -154,6 +158,7 @@ def check_sft_job(fresh_server: LocalServer) -> None:
 
 
 def check_rl_job(fresh_server: LocalServer) -> None:
+    """An RL job over 64 groups of plain (logprob-free) trajectories."""
     with fresh_server.http() as http:
         model = create_model(http)
 

@@ -7,6 +7,7 @@ import gzip
 import json
 import socket
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
@@ -117,3 +118,33 @@ def test_gzip_bomb_otlp_body_is_bounded(server: LocalServer) -> None:
             headers={"Content-Encoding": "gzip", "Content-Type": "application/x-protobuf"},
         )
     assert r.status_code == 413, r.text
+
+
+def test_chat_limits_of_the_spec(server: LocalServer) -> None:
+    msg = [{"role": "user", "content": "hi"}]
+    with server.http() as http:
+        for extra in ({"seed": 2**63 + 2**11}, {"seed": -(2**64)}, {"truncate_prompt_tokens": -2}):
+            body = {"model": BUILTIN_NAME, "messages": msg, "max_tokens": 1, **extra}
+            r = http.post("/v1/chat/completions", json=body)
+            assert r.status_code == 400 and error_shape_problem("/v1/chat/", 400, r.json()) is None, extra
+
+
+def test_trace_limits_of_the_spec(server: LocalServer) -> None:
+    """Weave's limits: op_name <= 128, display_name <= 1024, object names <= 128 of ``[\\w._-]``,
+    at most 1000 calls per delete."""
+    project, now = "local/rel-limits", datetime.now(UTC).isoformat()
+    call = {"project_id": project, "trace_id": "t", "started_at": now}
+    with server.http() as http:
+        for path, body in (
+            ("/traces/call/start", {"start": {**call, "id": "a", "op_name": "x" * 129}}),
+            (
+                "/traces/call/start",
+                {"start": {**call, "id": "b", "op_name": "o", "display_name": "d" * 1025}},
+            ),
+            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "o" * 129, "val": 1}}),
+            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "a/b", "val": 1}}),
+            ("/traces/calls/delete", {"project_id": project, "call_ids": [str(i) for i in range(1001)]}),
+        ):
+            r = http.post(path, json=body)
+            assert 400 <= r.status_code < 500, (path, r.status_code, r.text[:200])
+            assert error_shape_problem(path, r.status_code, r.json()) is None
