@@ -14,14 +14,24 @@ from . import _html
 from .client import AsyncClient, Client, connect, connect_async
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots")
+_LAZY = ("widgets", "frames", "plots", "tracing")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``tk.widgets``, ``tk.frames`` and ``tk.plots`` load on first use (ipywidgets, pandas, plotly)."""
+    """``tk.widgets``, ``tk.frames``, ``tk.plots`` and ``tk.tracing`` load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
 
 
-__all__ = ["AsyncClient", "Client", "__version__", "connect", "connect_async", "frames", "plots", "widgets"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "__version__",
+    "connect",
+    "connect_async",
+    "frames",
+    "plots",
+    "tracing",
+    "widgets",
+]

@@ -4,7 +4,8 @@ A rollout function takes one scenario and returns a scored :class:`Trajectory` (
 :func:`trajectory` from the conversation and the completion, requested with ``logprobs=True`` and
 ``return_token_ids=True`` so that it can be trained). :func:`gather` runs it ``group_size`` times
 per scenario with bounded concurrency and a progress bar; an exception inside a rollout is
-recorded in its group (as ART does) instead of stopping the others.
+recorded in its group (as ART does) instead of stopping the others. With tracing enabled
+(:func:`toolkit.tracing.enable`), each rollout is a call and its chat completions are its children.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
+from . import tracing
 from .types.chat import ChatCompletion
 from .types.training import Choice, PydanticException, Tool, Trajectory, TrajectoryGroup
 
@@ -147,10 +149,12 @@ def gather(
     bar = _Bar(len(items), progress, desc)
 
     def run(scenario: S) -> Outcome:
-        try:
-            outcome = _outcome(rollout(scenario))
-        except Exception as exc:
-            outcome = exc
+        with tracing.call("rollout", inputs={"scenario": scenario}) as call:
+            try:
+                outcome = _outcome(rollout(scenario))
+            except Exception as exc:
+                outcome = exc
+            tracing.record_outcome(call, outcome)
         bar.done(outcome)
         return outcome
 
@@ -181,10 +185,12 @@ async def gather_async(
 
     async def run(scenario: S) -> Outcome:
         async with limit:
-            try:
-                outcome = _outcome(await rollout(scenario))
-            except Exception as exc:
-                outcome = exc
+            with tracing.call("rollout", inputs={"scenario": scenario}) as call:
+                try:
+                    outcome = _outcome(await rollout(scenario))
+                except Exception as exc:
+                    outcome = exc
+                tracing.record_outcome(call, outcome)
         bar.done(outcome)
         return outcome
 
