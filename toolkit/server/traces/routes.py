@@ -6,7 +6,7 @@ straight from bytes; streams are JSON Lines, one object per line, no blank lines
 
 from __future__ import annotations
 
-import gzip
+import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
@@ -26,11 +26,12 @@ from starlette.concurrency import run_in_threadpool
 from ... import __version__
 from ...types import traces as t
 from ..auth import current_user
-from ..errors import BadRequest
+from ..errors import BadRequest, PayloadTooLarge
 from ..state import Services, services
 from ..store.users import User
 from . import completions, otel
 from .service import TraceService
+from .store import check_project_id
 
 M = TypeVar("M", bound=BaseModel)
 JSONL = "application/jsonl"
@@ -418,6 +419,7 @@ async def completions_create_stream(
     svc: Services = Depends(services),
     req: t.CompletionsCreateReq = Depends(json_body(t.CompletionsCreateReq)),
 ) -> StreamingResponse:
+    check_project_id(req.project_id)  # answered 400 before the stream starts, not inside it
     return StreamingResponse(completions.stream(svc, user, req), media_type=JSONL)
 
 
@@ -435,13 +437,26 @@ def _export(
 
 
 async def _otlp_body(request: Request) -> bytes:
+    """The export body, gunzipped when sent with ``Content-Encoding: gzip``; the inflated size is
+    capped like any request body (413), and a body that is not gzip is a 400."""
     raw = await request.body()
-    if request.headers.get("content-encoding", "").lower() == "gzip":
-        raw = gzip.decompress(raw)
-    return raw
+    if request.headers.get("content-encoding", "").lower() != "gzip":
+        return raw
+    limit = request.app.state.services.settings.max_body_bytes
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise BadRequest(f"Invalid gzip body: {exc}") from exc
+    if len(body) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"Request body larger than {limit} bytes once decompressed")
+    return body
 
 
-@router.post("/otel/v1/traces")
+@router.post(
+    "/otel/v1/traces",
+    responses={200: {"content": {"application/x-protobuf": {}, "application/json": {}}}},
+)
 async def otel_traces(
     request: Request,
     user: User_,
