@@ -200,19 +200,19 @@ def test_upload_linked_to_a_model(http: httpx.Client) -> None:
             [("train.jsonl", TRAIN)],
             {"name": "a/b"},
             ["body", "name"],
-            "use 1-128 letters, digits, '_', '.', '-'",
+            "use 1-128 letters, digits, '_', '.', '-' (not only dots)",
         ),
         (
             [("train.jsonl", TRAIN)],
             {"project": "x y"},
             ["body", "project"],
-            "use 1-128 letters, digits, '_', '.', '-'",
+            "use 1-128 letters, digits, '_', '.', '-' (not only dots)",
         ),
         (
             [("train.jsonl", TRAIN)],
             {"entity": "e:1"},
             ["body", "entity"],
-            "use 1-128 letters, digits, '_', '.', '-'",
+            "use 1-128 letters, digits, '_', '.', '-' (not only dots)",
         ),
     ],
 )
