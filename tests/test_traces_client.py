@@ -211,22 +211,19 @@ def test_disabled_tracing_records_nothing(client: tk.Client) -> None:
 
 
 def test_tracing_inside_gather_threads(client: tk.Client, model: str) -> None:
-    """Each rollout of ``gather`` (thread pool) is a root call with its completions as children."""
+    """``gather`` (thread pool) makes each rollout a root call with its completions as children."""
     from toolkit.rollouts import gather, trajectory
 
     project = new_project()
     tracing.enable(client, project)
     try:
 
-        def rollout(scenario: str) -> Any:
-            with tracing.call("rollout", inputs={"scenario": scenario}) as call:
-                if scenario == "bad":
-                    raise RuntimeError("no luck")
-                messages = [{"role": "user", "content": scenario}]
-                completion = client.chat.completions.create(messages=messages, model=model, max_tokens=2)
-                traj = trajectory(messages, completion, reward=1.0)
-                tracing.record_outcome(call, traj)
-                return traj
+        def rollout(scenario: str) -> Any:  # gather itself makes each rollout a call
+            if scenario == "bad":
+                raise RuntimeError("no luck")
+            messages = [{"role": "user", "content": scenario}]
+            completion = client.chat.completions.create(messages=messages, model=model, max_tokens=2)
+            return trajectory(messages, completion, reward=1.0)
 
         groups = gather(["a", "b", "bad"], rollout, group_size=2, max_concurrency=3, progress=False)
     finally:
