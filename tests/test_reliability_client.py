@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -89,3 +90,43 @@ def test_dead_server_is_a_clear_connection_error(fresh_server: LocalServer) -> N
     fresh_server.kill()
     with pytest.raises(APIConnectionError):
         client.models.list()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Path) -> None:
+    """A job handle following its events through a ``kill -9`` and restart on the same port gets
+    every event once, in order, and ends with the terminal event the restart wrote."""
+    from training_helpers import new_model
+
+    from conftest import LocalServer
+    from toolkit.tasks import reverse
+
+    (tmp_path / "data").mkdir()
+    server = LocalServer(tmp_path / "data", extra_args=("--port", str(_free_port()))).start()
+    client = server.client()
+    try:
+        model = new_model(client, "resume")
+        data = [reverse.conversation(w) for w in reverse.sample_words(2000, seed=4)]
+        job = client.sft_training_jobs.create_from_data(
+            model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
+        )
+        seen: list[str] = []
+        types: list[str] = []
+        for event in job.events(poll_interval=0.2):
+            seen.append(event.id)
+            types.append(event.type)
+            if types.count("gradient_step") == 2:
+                server.kill()
+                threading.Thread(target=server.start, daemon=True).start()
+        all_ids = [e.id for e in client.training_jobs.events.list(job.id, limit=100)]
+        assert seen == all_ids and len(set(seen)) == len(seen)
+        assert types[0] == "training_started" and types[-1] == "training_failed"
+        assert client.training_jobs.retrieve(job.id).status == "failed"
+    finally:
+        client.close()
+        server.stop()

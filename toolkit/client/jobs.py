@@ -15,11 +15,13 @@ from pydantic import PrivateAttr
 from tqdm.auto import tqdm
 
 from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
+from ._errors import APIConnectionError
 from ._transport import AsyncTransport, SyncTransport
 from .training import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
 
 TERMINAL_EVENTS = ("training_ended", "training_failed")
 PAGE = 100
+RECONNECT_TIMEOUT = 120.0  # how long a followed job may be unreachable (e.g. a server restart)
 
 
 class TrainingJobFailed(RuntimeError):
@@ -84,13 +86,28 @@ class TrainingJobHandle(TrainingJobCreated):
         return self._t.run(op_cancel_job(self.id))
 
     def events(
-        self, *, after: str | None = None, poll_interval: float = 0.5, follow: bool = True
+        self,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.5,
+        follow: bool = True,
+        reconnect_timeout: float = RECONNECT_TIMEOUT,
     ) -> Iterator[TrainingJobEvent]:
         """Every event after ``after``, as it arrives; ends after the terminal event (or, without
-        ``follow``, when no more events are available now)."""
+        ``follow``, when no more events are available now). While following, a lost connection is
+        retried for up to ``reconnect_timeout`` seconds and polling resumes from the last event."""
         make = op_event_page(self.id, PAGE)
+        lost_since: float | None = None
         while True:
-            page = self._t.run(make(after))
+            try:
+                page = self._t.run(make(after))
+            except APIConnectionError:
+                lost_since = lost_since or time.monotonic()
+                if not follow or time.monotonic() - lost_since > reconnect_timeout:
+                    raise
+                time.sleep(poll_interval)
+                continue
+            lost_since = None
             for event in page.data:
                 after = event.id
                 yield event
@@ -153,11 +170,25 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
         return await self._t.run(op_cancel_job(self.id))
 
     async def events(
-        self, *, after: str | None = None, poll_interval: float = 0.5, follow: bool = True
+        self,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.5,
+        follow: bool = True,
+        reconnect_timeout: float = RECONNECT_TIMEOUT,
     ) -> AsyncIterator[TrainingJobEvent]:
         make = op_event_page(self.id, PAGE)
+        lost_since: float | None = None
         while True:
-            page = await self._t.run(make(after))
+            try:
+                page = await self._t.run(make(after))
+            except APIConnectionError:
+                lost_since = lost_since or time.monotonic()
+                if not follow or time.monotonic() - lost_since > reconnect_timeout:
+                    raise
+                await asyncio.sleep(poll_interval)
+                continue
+            lost_since = None
             for event in page.data:
                 after = event.id
                 yield event
