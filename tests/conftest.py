@@ -139,3 +139,20 @@ def fresh_server(tmp_path: Path) -> Iterator[LocalServer]:
 def http(server: LocalServer) -> Iterator[httpx.Client]:
     with server.http() as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def tr(server: LocalServer) -> Iterator[httpx.Client]:
+    """A raw client of the trace service (Basic auth, as Weave sends it)."""
+    from traces_helpers import traces_http
+
+    with traces_http(server.url, server.key) as client:
+        yield client
+
+
+@pytest.fixture
+def project() -> str:
+    """A fresh ``entity/project`` of the trace service."""
+    from traces_helpers import new_project
+
+    return new_project()

@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from traces_helpers import end, ids, jsonl, new_id, new_project, query, start, traces_http
-
-from conftest import LocalServer
-
-
-@pytest.fixture(scope="module")
-def tr(server: LocalServer) -> Iterator[httpx.Client]:
-    with traces_http(server.url, server.key) as client:
-        yield client
-
-
-@pytest.fixture
-def project() -> str:
-    return new_project()
+from traces_helpers import end, ids, jsonl, new_id, new_project, query, start
 
 
 def upsert(tr: httpx.Client, items: list[tuple[str, dict]]) -> httpx.Response:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from traces_helpers import jsonl, new_project, traces_http
+from traces_helpers import jsonl
 
-from conftest import LocalServer
 from toolkit.server.traces.digests import bytes_digest, table_digest, value_digest
 
 OBJ_DIGEST = "2El9nYJ3CnBykmEJWqmPfvUVTXr0mfgDe2yiUClnhaY"
@@ -17,17 +14,6 @@ ROWS = [{"q": "hi", "a": "x"}, {"q": "yo"}]
 ROW_DIGESTS = ["cNb8hwkOBJrU1eGEouojXQiGqSOimBohPwD6AYhVXBI", "c2KLXqails8o4TeeXulXnGzYk0XTva9dRhyBSJaF1tE"]
 TABLE_DIGEST = "39bea9a7955d91f81d0fb001b63b7de3c4c51f0c7d53d6fb4b89320737642287"
 EMPTY_TABLE = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-
-@pytest.fixture(scope="module")
-def tr(server: LocalServer) -> Iterator[httpx.Client]:
-    with traces_http(server.url, server.key) as client:
-        yield client
-
-
-@pytest.fixture
-def project() -> str:
-    return new_project()
 
 
 def test_digest_vectors() -> None:

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from traces_helpers import end, ids, jsonl, new_id, new_project, query, start, traces_http
+from traces_helpers import end, ids, jsonl, new_id, query, start, traces_http
 
 from conftest import LocalServer
-
-
-@pytest.fixture(scope="module")
-def tr(server: LocalServer) -> Iterator[httpx.Client]:
-    with traces_http(server.url, server.key) as client:
-        yield client
-
-
-@pytest.fixture
-def project() -> str:
-    return new_project()
 
 
 def put_calls(tr: httpx.Client, *calls: dict) -> None:
