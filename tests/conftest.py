@@ -143,7 +143,7 @@ def http(server: LocalServer) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def tr(server: LocalServer) -> Iterator[httpx.Client]:
-    """A raw client of the trace service (Basic auth, as Weave sends it)."""
+    """A raw HTTP client of the trace service (Bearer key)."""
     from traces_helpers import traces_http
 
     with traces_http(server.url, server.key) as client:
