@@ -24,11 +24,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, TypeVar, Unpack
 
 import httpx
 
 from .client import AsyncClient, Client
 
+C = TypeVar("C", Client, AsyncClient)
 DEFAULT_DATA_DIR = Path("~/.toolkit")
 START_TIMEOUT = 120.0
 
@@ -100,74 +102,58 @@ def resolve(
     return Target(base_url, api_key, inference_url, trace_url, project)
 
 
-def connect(
-    base_url: str | None = None,
-    api_key: str | None = None,
-    *,
-    inference_url: str | None = None,
-    trace_url: str | None = None,
-    project: str | None = None,
-    preset: str | None = None,
-    data_dir: str | os.PathLike[str] | None = None,
-    start: bool = True,
-    timeout: float = 600.0,
-    max_retries: int = 2,
-) -> Client:
-    """A :class:`Client`; with no configuration, for the local server (started if needed)."""
+class ConnectOptions(TypedDict, total=False):
+    """Keyword options of :func:`connect` and :func:`connect_async`."""
+
+    inference_url: str | None
+    trace_url: str | None
+    project: str | None
+    preset: str | None
+    data_dir: str | os.PathLike[str] | None
+    start: bool
+    timeout: float
+    max_retries: int
+
+
+def _open(cls: type[C], base_url: str | None, api_key: str | None, options: ConnectOptions) -> C:
     t = resolve(
         base_url,
         api_key,
-        inference_url=inference_url,
-        trace_url=trace_url,
-        project=project,
-        preset=preset,
-        data_dir_path=data_dir,
-        start=start,
+        inference_url=options.get("inference_url"),
+        trace_url=options.get("trace_url"),
+        project=options.get("project"),
+        preset=options.get("preset"),
+        data_dir_path=options.get("data_dir"),
+        start=options.get("start", True),
     )
-    return Client(
+    return cls(
         t.base_url,
         t.api_key,
         inference_url=t.inference_url,
         trace_url=t.trace_url,
         project=t.project,
-        timeout=timeout,
-        max_retries=max_retries,
+        timeout=options.get("timeout", 600.0),
+        max_retries=options.get("max_retries", 2),
     )
+
+
+def connect(
+    base_url: str | None = None, api_key: str | None = None, **options: Unpack[ConnectOptions]
+) -> Client:
+    """A :class:`Client`; with no configuration, for the local server (started if needed).
+
+    Options: ``inference_url``, ``trace_url``, ``project`` (``team/project``), ``preset``
+    (``"wandb"`` or ``"local"``), ``data_dir`` (local server), ``start`` (start the local server
+    if none runs, default true), ``timeout`` (seconds, default 600), ``max_retries`` (default 2).
+    """
+    return _open(Client, base_url, api_key, options)
 
 
 def connect_async(
-    base_url: str | None = None,
-    api_key: str | None = None,
-    *,
-    inference_url: str | None = None,
-    trace_url: str | None = None,
-    project: str | None = None,
-    preset: str | None = None,
-    data_dir: str | os.PathLike[str] | None = None,
-    start: bool = True,
-    timeout: float = 600.0,
-    max_retries: int = 2,
+    base_url: str | None = None, api_key: str | None = None, **options: Unpack[ConnectOptions]
 ) -> AsyncClient:
     """An :class:`AsyncClient`, resolved exactly like :func:`connect`."""
-    t = resolve(
-        base_url,
-        api_key,
-        inference_url=inference_url,
-        trace_url=trace_url,
-        project=project,
-        preset=preset,
-        data_dir_path=data_dir,
-        start=start,
-    )
-    return AsyncClient(
-        t.base_url,
-        t.api_key,
-        inference_url=t.inference_url,
-        trace_url=t.trace_url,
-        project=t.project,
-        timeout=timeout,
-        max_retries=max_retries,
-    )
+    return _open(AsyncClient, base_url, api_key, options)
 
 
 # ----------------------------------------------------------------------------- local server
