@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from art_payloads import ART_0_5_23_CONFIG
 from training_helpers import (
     BASE,
     answer_logprob,
@@ -172,33 +173,7 @@ def test_art_0_5_23_body_with_every_key_and_explicit_nulls(server: LocalServer) 
                 "metadata": {"prompt_id": 7},
             }
         ],
-        "experimental_config": {
-            "advantage_balance": 0.0,
-            "allow_training_without_logprobs": False,
-            "epsilon": None,
-            "epsilon_high": None,
-            "importance_sampling_level": "token",
-            "kimi_k2_tau": None,
-            "kl_penalty_coef": 0.0,
-            "kl_penalty_reference_step": None,
-            "kl_penalty_source": "current_learner",
-            "kl_penalty_step_lag": None,
-            "kl_ref_adapter_path": None,
-            "learning_rate": 1e-05,
-            "logprob_calculation_chunk_size": 1024,
-            "loss_fn": "cispo",
-            "mask_prob_ratio": False,
-            "max_negative_advantage_importance_sampling_weight": None,
-            "normalize_advantages": True,
-            "num_trajectories_learning_rate_multiplier_power": 0.0,
-            "packed_sequence_length": None,
-            "plot_tensors": False,
-            "ppo": False,
-            "precalculate_logprobs": False,
-            "scale_learning_rate_by_reward_std_dev": False,
-            "scale_rewards": True,
-            "truncated_importance_sampling": None,
-        },
+        "experimental_config": ART_0_5_23_CONFIG,
     }
     assert len(body["experimental_config"]) == 25  # type: ignore[arg-type]
     with server.http() as http:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from art_payloads import ART_0_5_23_CONFIG
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,34 +167,6 @@ def test_log_request_accepts_art_model_id() -> None:
 # ----------------------------------------------------------------------------- experimental RL config
 
 KNOWN = sorted(ExperimentalTrainingConfig.model_fields)
-# The exact body ART 0.5.23 sends (training-api.md, POST /v1/preview/training-jobs).
-ART_0_5_23 = {
-    "advantage_balance": 0.0,
-    "allow_training_without_logprobs": False,
-    "epsilon": None,
-    "epsilon_high": None,
-    "importance_sampling_level": "token",
-    "kimi_k2_tau": None,
-    "kl_penalty_coef": 0.0,
-    "kl_penalty_reference_step": None,
-    "kl_penalty_source": "current_learner",
-    "kl_penalty_step_lag": None,
-    "kl_ref_adapter_path": None,
-    "learning_rate": 1e-05,
-    "logprob_calculation_chunk_size": 1024,
-    "loss_fn": "cispo",
-    "mask_prob_ratio": False,
-    "max_negative_advantage_importance_sampling_weight": None,
-    "normalize_advantages": True,
-    "num_trajectories_learning_rate_multiplier_power": 0.0,
-    "packed_sequence_length": None,
-    "plot_tensors": False,
-    "ppo": False,
-    "precalculate_logprobs": False,
-    "scale_learning_rate_by_reward_std_dev": False,
-    "scale_rewards": True,
-    "truncated_importance_sampling": None,
-}
 ART_0_5_18 = {
     "advantage_balance": 0.0,
     "epsilon": None,
@@ -210,8 +183,8 @@ ART_0_5_18 = {
 
 
 def test_art_configs_are_accepted_with_nulls_meaning_default() -> None:
-    assert sorted(ART_0_5_23) == KNOWN
-    for body in (ART_0_5_23, ART_0_5_18, {}):
+    assert sorted(ART_0_5_23_CONFIG) == KNOWN
+    for body in (ART_0_5_23_CONFIG, ART_0_5_18, {}):
         config = ExperimentalTrainingConfig.model_validate(body)
         assert config.model_dump(exclude_none=True) == {k: v for k, v in body.items() if v is not None}
         assert ExperimentalTrainingConfig.model_validate(config.model_dump()) == config

@@ -1,0 +1,30 @@
+"""Payloads exactly as ART sends them (spec: training-api.md), shared by the tests."""
+
+# The experimental_config of ART 0.5.23 (POST /v1/preview/training-jobs): all 25 keys, explicit nulls.
+ART_0_5_23_CONFIG = {
+    "advantage_balance": 0.0,
+    "allow_training_without_logprobs": False,
+    "epsilon": None,
+    "epsilon_high": None,
+    "importance_sampling_level": "token",
+    "kimi_k2_tau": None,
+    "kl_penalty_coef": 0.0,
+    "kl_penalty_reference_step": None,
+    "kl_penalty_source": "current_learner",
+    "kl_penalty_step_lag": None,
+    "kl_ref_adapter_path": None,
+    "learning_rate": 1e-05,
+    "logprob_calculation_chunk_size": 1024,
+    "loss_fn": "cispo",
+    "mask_prob_ratio": False,
+    "max_negative_advantage_importance_sampling_weight": None,
+    "normalize_advantages": True,
+    "num_trajectories_learning_rate_multiplier_power": 0.0,
+    "packed_sequence_length": None,
+    "plot_tensors": False,
+    "ppo": False,
+    "precalculate_logprobs": False,
+    "scale_learning_rate_by_reward_std_dev": False,
+    "scale_rewards": True,
+    "truncated_importance_sampling": None,
+}
