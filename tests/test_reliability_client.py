@@ -117,12 +117,16 @@ def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Pa
         )
         seen: list[str] = []
         types: list[str] = []
+        restart: threading.Thread | None = None
         for event in job.events(poll_interval=0.2):
             seen.append(event.id)
             types.append(event.type)
-            if types.count("gradient_step") == 2:
+            if restart is None and types.count("gradient_step") == 2:
                 server.kill()
-                threading.Thread(target=server.start, daemon=True).start()
+                restart = threading.Thread(target=server.start, daemon=True)
+                restart.start()
+        assert restart is not None
+        restart.join(120)
         all_ids = [e.id for e in client.training_jobs.events.list(job.id, limit=100)]
         assert seen == all_ids and len(set(seen)) == len(seen)
         assert types[0] == "training_started" and types[-1] == "training_failed"
