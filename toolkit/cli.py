@@ -92,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     lab = sub.add_parser("lab", help="start the local server (if needed) and JupyterLab on the notebooks")
     lab.add_argument("--data-dir", default=None)
     lab.add_argument("--notebooks", default="notebooks")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
-    lab.set_defaults(func=_lab)
+    lab.set_defaults(func=_lab)  # any other argument of `toolkit lab` goes to jupyter lab
 
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter_args = extra
     result: int = args.func(args)
     return result
 
