@@ -5,12 +5,11 @@ endpoint and the trace service: the embedded local server by default, any deploy
 environment or arguments.
 """
 
-__version__ = "0.1.0"
-
 import importlib
 from types import ModuleType
 
 from . import _html
+from ._version import __version__
 from .client import AsyncClient, Client, connect, connect_async
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter

@@ -13,7 +13,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 
-from .. import __version__
+from .._version import __version__
 from ._errors import APIConnectionError, APIStatusError, APITimeoutError, status_error
 from ._streaming import aiter_jsonl, aiter_sse, iter_jsonl, iter_sse
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from .. import __version__
+from .._version import __version__
 from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers

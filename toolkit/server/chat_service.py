@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import __version__
+from .._version import __version__
 from ..types.chat import (
     AssistantMessage,
     ChatCompletion,

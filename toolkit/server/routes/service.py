@@ -8,7 +8,7 @@ from datetime import datetime
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from ... import __version__
+from ..._version import __version__
 from ...types.chat import ModelCard, ModelCardList
 from ...types.training import ComponentCheck, Health, SystemCheck
 from ..auth import current_user

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ... import __version__
+from ..._version import __version__
 from ...types import traces as t
 from ..auth import current_user
 from ..errors import BadRequest, PayloadTooLarge
