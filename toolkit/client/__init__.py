@@ -16,10 +16,12 @@ from ._errors import (
     ServiceUnavailableError,
     StreamError,
     UnprocessableEntityError,
+    UnsupportedOperation,
 )
 from ._pagination import AsyncCursorPage, AsyncPaginator, CursorPage
 from .client import AsyncClient, Client
 from .connect import connect, connect_async
+from .deployment import Deployment
 
 __all__ = [
     "APIConnectionError",
@@ -34,6 +36,7 @@ __all__ = [
     "Client",
     "ConflictError",
     "CursorPage",
+    "Deployment",
     "InternalServerError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -42,6 +45,7 @@ __all__ = [
     "ServiceUnavailableError",
     "StreamError",
     "UnprocessableEntityError",
+    "UnsupportedOperation",
     "connect",
     "connect_async",
 ]
