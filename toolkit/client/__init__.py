@@ -22,6 +22,7 @@ from ._pagination import AsyncCursorPage, AsyncPaginator, CursorPage
 from .client import AsyncClient, Client
 from .connect import connect, connect_async
 from .deployment import Deployment
+from .local_server import MissingServerExtra
 
 __all__ = [
     "APIConnectionError",
@@ -38,6 +39,7 @@ __all__ = [
     "CursorPage",
     "Deployment",
     "InternalServerError",
+    "MissingServerExtra",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
