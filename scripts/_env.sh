@@ -1,5 +1,6 @@
-# Sourced by scripts/lab and scripts/test: creates .venv if missing and installs the project into it.
-# Re-installs only when pyproject.toml changes (a stamp file holds its hash).
+# Sourced by scripts/lab and scripts/test, which set EXTRAS (e.g. "server,lab"): creates .venv if
+# missing and installs the project with those extras into it. Re-installs only when pyproject.toml
+# changes or an extra is missing (the stamp file holds the hash and the extras installed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -9,12 +10,24 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 STAMP=.venv/.toolkit-installed
-WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+HASH="$(.venv/bin/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')"
+HAVE_HASH="" HAVE_EXTRAS=""
+if [ -f "$STAMP" ]; then
+  read -r HAVE_HASH HAVE_EXTRAS < "$STAMP" || true
+fi
+[ "$HAVE_HASH" = "$HASH" ] || HAVE_EXTRAS=""
+WANT="$HAVE_EXTRAS"
+for extra in ${EXTRAS//,/ }; do
+  case ",$WANT," in
+    *",$extra,"*) ;;
+    *) WANT="${WANT:+$WANT,}$extra" ;;
+  esac
+done
+if [ "$HAVE_HASH" != "$HASH" ] || [ "$WANT" != "$HAVE_EXTRAS" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   # CPU build of torch: a looser requirement would pull a multi-GB CUDA build.
   .venv/bin/python -m pip install --quiet "torch==2.13.0"
-  .venv/bin/python -m pip install --quiet -e ".[server,lab,dev]"
-  echo "$WANT" > "$STAMP"
+  .venv/bin/python -m pip install --quiet -e ".[$WANT]"
+  echo "$HASH $WANT" > "$STAMP"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

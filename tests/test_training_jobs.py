@@ -257,7 +257,7 @@ def test_untrainable_choices_fail_with_a_readable_message(server: LocalServer) -
         run(logprobs=None).wait(progress=False)
     with pytest.raises(TrainingJobFailed, match=r"missing vLLM prompt_token_ids/token_ids"):
         run(prompt_token_ids=None, token_ids=None).wait(progress=False)
-    failed = client.training_jobs.list(model_id=model.id)[-1]
+    failed = list(client.training_jobs.list(model_id=model.id))[-1]
     assert failed.status == "failed" and "group 0, trajectory 0" in (failed.error or "")
     events = _events(client, failed.id)
     assert events[-1].type == "training_failed" and events[-1].data["error_message"] == failed.error
@@ -332,7 +332,7 @@ def test_jobs_are_private_to_their_user(server: LocalServer) -> None:
         other.training_jobs.events.list(job.id)
     with pytest.raises(tk.client.NotFoundError):
         other.training_jobs.cancel(job.id)
-    assert other.training_jobs.list() == []
+    assert other.training_jobs.list().data == []
 
 
 async def test_async_handle_waits_and_follows_events(server: LocalServer) -> None:

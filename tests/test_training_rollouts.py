@@ -11,7 +11,7 @@ from training_helpers import new_model, served
 
 from conftest import LocalServer
 from toolkit.client.sft_data import train_jsonl
-from toolkit.client.training import wire
+from toolkit.client.training_ops import wire
 from toolkit.rollouts import exception_record, gather, gather_async, trajectory
 from toolkit.tasks import reverse
 from toolkit.types.training import Choice, Trajectory, TrajectoryGroup

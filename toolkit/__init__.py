@@ -10,7 +10,7 @@ from types import ModuleType
 
 from . import _html
 from ._version import __version__
-from .client import AsyncClient, Client, connect, connect_async
+from .client import AsyncClient, Client, UnsupportedOperation, connect, connect_async
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
 _LAZY = ("widgets", "frames", "plots", "tracing")
@@ -26,6 +26,7 @@ def __getattr__(name: str) -> ModuleType:
 __all__ = [
     "AsyncClient",
     "Client",
+    "UnsupportedOperation",
     "__version__",
     "connect",
     "connect_async",

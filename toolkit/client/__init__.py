@@ -16,10 +16,13 @@ from ._errors import (
     ServiceUnavailableError,
     StreamError,
     UnprocessableEntityError,
+    UnsupportedOperation,
 )
 from ._pagination import AsyncCursorPage, AsyncPaginator, CursorPage
 from .client import AsyncClient, Client
 from .connect import connect, connect_async
+from .deployment import Deployment
+from .local_server import MissingServerExtra
 
 __all__ = [
     "APIConnectionError",
@@ -34,7 +37,9 @@ __all__ = [
     "Client",
     "ConflictError",
     "CursorPage",
+    "Deployment",
     "InternalServerError",
+    "MissingServerExtra",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
@@ -42,6 +47,7 @@ __all__ = [
     "ServiceUnavailableError",
     "StreamError",
     "UnprocessableEntityError",
+    "UnsupportedOperation",
     "connect",
     "connect_async",
 ]

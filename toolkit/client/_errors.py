@@ -87,6 +87,14 @@ class StreamError(APIError):
     """An error event inside a stream that had already started (HTTP 200)."""
 
 
+class UnsupportedOperation(APIError):
+    """The deployment lacks this operation (a local-server extension such as model listing); the
+    message names it and what to use instead. Shown as one line in IPython, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,

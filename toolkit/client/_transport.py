@@ -16,6 +16,7 @@ import httpx
 from .._version import __version__
 from ._errors import APIConnectionError, APIStatusError, APITimeoutError, status_error
 from ._streaming import aiter_jsonl, aiter_sse, iter_jsonl, iter_sse
+from .deployment import Deployment, Extension
 
 T = TypeVar("T")
 Service = Literal["api", "inference", "traces"]
@@ -31,7 +32,8 @@ class Op(Generic[T]):
 
     ``idempotent`` marks operations that may be retried after they were sent (reads, deletes, and
     POSTs the server treats as idempotent). Any request is retried when the connection failed
-    before it was sent.
+    before it was sent. ``extension`` marks a local-server extension: a deployment without it
+    raises :class:`~toolkit.client.UnsupportedOperation` instead.
     """
 
     method: str
@@ -46,6 +48,7 @@ class Op(Generic[T]):
     stream: Literal["sse", "jsonl"] | None = None
     raw: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    extension: Extension | None = None
 
     @property
     def retryable(self) -> bool:
@@ -54,12 +57,13 @@ class Op(Generic[T]):
 
 @dataclass
 class Config:
-    """Where the three services live and how to talk to them."""
+    """Where the three services live, what kind of deployment they are and how to talk to them."""
 
     base_url: str
     api_key: str | None
     inference_url: str
     trace_url: str
+    deployment: Deployment
     project: str | None = None
     timeout: float = 600.0
     connect_timeout: float = 5.0
@@ -139,11 +143,14 @@ def _result(op: Op[T], response: httpx.Response) -> T:
 
 class RetryPolicy:
     """Decides, attempt by attempt, whether an operation is sent again and after how long;
-    raises the mapped error when it is not."""
+    raises the mapped error when it is not (:class:`UnsupportedOperation` for an extension whose
+    route the deployment lacks). An extension known to be absent is refused before it is sent."""
 
-    def __init__(self, op: Op[Any], max_retries: int) -> None:
+    def __init__(self, op: Op[Any], config: Config) -> None:
+        config.deployment.require(op.extension)
         self.op = op
-        self.max_retries = max_retries
+        self.deployment = config.deployment
+        self.max_retries = config.max_retries
         self.attempt = 0
 
     def after_exception(self, exc: httpx.TransportError, request: httpx.Request) -> float:
@@ -156,7 +163,12 @@ class RetryPolicy:
 
     def after_response(self, response: httpx.Response) -> float:
         if not _should_retry(self.op, self.attempt, self.max_retries, sent=True, status=response.status_code):
-            raise status_error(response, _body(response))
+            body = _body(response)
+            error = status_error(response, body)
+            unsupported = self.deployment.route_absent(self.op.extension, response, body)
+            if unsupported is not None:
+                raise unsupported from error
+            raise error
         return self._next(response)
 
     def _next(self, response: httpx.Response | None) -> float:
@@ -174,7 +186,7 @@ class SyncTransport:
         self.http.close()
 
     def _send(self, op: Op[Any], *, stream: bool) -> httpx.Response:
-        policy = RetryPolicy(op, self.config.max_retries)
+        policy = RetryPolicy(op, self.config)
         while True:
             request = self.http.build_request(**_build(self.config, op))
             try:
@@ -211,7 +223,7 @@ class AsyncTransport:
         await self.http.aclose()
 
     async def _send(self, op: Op[Any], *, stream: bool) -> httpx.Response:
-        policy = RetryPolicy(op, self.config.max_retries)
+        policy = RetryPolicy(op, self.config)
         while True:
             request = self.http.build_request(**_build(self.config, op))
             try:

@@ -8,6 +8,7 @@ from typing import Any
 from ..types.chat import ModelCardList
 from ..types.training import Health, SystemCheck
 from ._transport import AsyncTransport, Config, Op, SyncTransport
+from .deployment import Deployment, DeploymentName
 from .inference import AsyncChat, Chat, op_served_models
 from .traces import AsyncTraces, Traces
 from .training import (
@@ -35,7 +36,9 @@ class _Deployment:
 
     ``base_url`` serves the training API (``/v1/preview/...``); ``inference_url`` defaults to
     ``<base_url>/v1`` and ``trace_url`` to ``<base_url>/traces``. ``project`` (``team/project``) is
-    sent as the ``OpenAI-Project`` header on inference calls. Use :func:`toolkit.connect` to build
+    sent as the ``OpenAI-Project`` header on inference calls. ``deployment`` (``"local"``,
+    ``"wandb"`` or ``"custom"``; by default told from the URL) decides whether the toolkit's
+    extension endpoints are expected: see :attr:`deployment`. Use :func:`toolkit.connect` to build
     a client from the environment or the local server.
     """
 
@@ -49,6 +52,7 @@ class _Deployment:
         project: str | None = None,
         timeout: float = 600.0,
         max_retries: int = 2,
+        deployment: DeploymentName | None = None,
     ) -> None:
         base = base_url.rstrip("/")
         self.config = Config(
@@ -56,6 +60,7 @@ class _Deployment:
             api_key=api_key,
             inference_url=(inference_url or f"{base}/v1").rstrip("/"),
             trace_url=(trace_url or f"{base}/traces").rstrip("/"),
+            deployment=Deployment(deployment, base) if deployment else Deployment.for_url(base),
             project=project,
             timeout=timeout,
             max_retries=max_retries,
@@ -65,8 +70,16 @@ class _Deployment:
     def _open(self) -> None:
         raise NotImplementedError
 
+    @property
+    def deployment(self) -> Deployment:
+        """``.name`` (``"local"``, ``"wandb"``, ``"custom"``) and ``.extensions``: whether the
+        toolkit's extension endpoints (model listing, artifacts, job cancel, ...) are served; where
+        they are not, those operations raise :class:`~toolkit.client.UnsupportedOperation`."""
+        return self.config.deployment
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.config.base_url!r})"
+        name = type(self).__name__
+        return f"{name}(base_url={self.config.base_url!r}, deployment={self.deployment.name!r})"
 
 
 class Client(_Deployment):

@@ -11,28 +11,22 @@ Environment variables:
     TOOLKIT_PROJECT        team/project sent as the OpenAI-Project header on inference calls
     TOOLKIT_PRESET         "wandb" for the hosted W&B services, "local" for the embedded server
     TOOLKIT_DATA_DIR       local server data folder, default ~/.toolkit
+
+The client's ``deployment`` says what was resolved: ``"local"`` (the local server), ``"wandb"``
+(the preset) or ``"custom"`` (a URL of one's own).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypedDict, TypeVar, Unpack
 
-import httpx
-
 from .client import AsyncClient, Client
+from .deployment import DeploymentName
+from .local_server import data_dir, local_server
 
 C = TypeVar("C", Client, AsyncClient)
-DEFAULT_DATA_DIR = Path("~/.toolkit")
-START_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -62,10 +56,7 @@ class Target:
     inference_url: str | None
     trace_url: str | None
     project: str | None
-
-
-def data_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    return Path(path or os.environ.get("TOOLKIT_DATA_DIR") or DEFAULT_DATA_DIR).expanduser().resolve()
+    deployment: DeploymentName
 
 
 def resolve(
@@ -86,6 +77,7 @@ def resolve(
     inference_url = inference_url or env.get("TOOLKIT_INFERENCE_URL")
     trace_url = trace_url or env.get("TOOLKIT_TRACE_URL")
     project = project or env.get("TOOLKIT_PROJECT")
+    deployment: DeploymentName = "custom"
     if preset and preset != "local":
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; known: local, {', '.join(PRESETS)}")
@@ -96,10 +88,11 @@ def resolve(
         api_key = api_key or env.get(p.key_env)
         if not api_key:
             raise ValueError(f"preset {preset!r} needs an API key: set TOOLKIT_API_KEY or {p.key_env}")
+        deployment = "wandb"
     if base_url is None:
         url, local_key = local_server(data_dir(data_dir_path), start=start)
-        base_url, api_key = url, api_key or local_key
-    return Target(base_url, api_key, inference_url, trace_url, project)
+        base_url, api_key, deployment = url, api_key or local_key, "local"
+    return Target(base_url, api_key, inference_url, trace_url, project, deployment)
 
 
 class ConnectOptions(TypedDict, total=False):
@@ -134,6 +127,7 @@ def _open(cls: type[C], base_url: str | None, api_key: str | None, options: Conn
         project=t.project,
         timeout=options.get("timeout", 600.0),
         max_retries=options.get("max_retries", 2),
+        deployment=t.deployment,
     )
 
 
@@ -154,73 +148,3 @@ def connect_async(
 ) -> AsyncClient:
     """An :class:`AsyncClient`, resolved exactly like :func:`connect`."""
     return _open(AsyncClient, base_url, api_key, options)
-
-
-# ----------------------------------------------------------------------------- local server
-
-
-def _healthy(url: str, key: str | None) -> bool:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        return httpx.get(f"{url}/v1/health", headers=headers, timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _announced(folder: Path) -> tuple[str, int] | None:
-    try:
-        info = json.loads((folder / "server.json").read_text())
-        return str(info["url"]), int(info["pid"])
-    except (FileNotFoundError, ValueError, KeyError):
-        return None
-
-
-def _key(folder: Path) -> str | None:
-    with contextlib.suppress(FileNotFoundError):
-        return (folder / "local.key").read_text().strip() or None
-    return None
-
-
-def running_server(folder: Path) -> str | None:
-    """The URL of a healthy server announced in ``folder``, if any."""
-    announced = _announced(folder)
-    if announced and _healthy(announced[0], _key(folder)):
-        return announced[0]
-    return None
-
-
-def local_server(
-    folder: Path, *, start: bool = True, timeout: float = START_TIMEOUT
-) -> tuple[str, str | None]:
-    """URL and key of the local server of ``folder``, starting one in the background if none runs."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        url = running_server(folder)
-        if url is None:
-            if not start:
-                raise ConnectionError(f"no toolkit server is running for {folder}")
-            url = _start(folder, timeout)
-    return url, _key(folder)
-
-
-def _start(folder: Path, timeout: float) -> str:
-    log_path = folder / "server.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the toolkit server exited with code {proc.returncode}; see {log_path}")
-        announced = _announced(folder)
-        if announced and announced[1] == proc.pid and _healthy(announced[0], _key(folder)):
-            return announced[0]
-        time.sleep(0.1)
-    proc.kill()
-    raise TimeoutError(f"the toolkit server did not become healthy in {timeout:.0f} s; see {log_path}")

@@ -8,6 +8,9 @@ from typing import Any, Literal, overload
 from ..types.chat import ChatCompletion, ChatCompletionChunk, ModelCardList, UsageReport
 from ._observe import aobserve, observe
 from ._transport import AsyncTransport, Op, SyncTransport
+from .deployment import Extension
+
+CHAT_USAGE = Extension("chat usage report")
 
 
 def op_chat(
@@ -36,7 +39,14 @@ def op_served_models() -> Op[ModelCardList]:
 
 
 def op_usage(project: str | None) -> Op[UsageReport]:
-    return Op("GET", "/usage", UsageReport.model_validate, service="inference", params={"project": project})
+    return Op(
+        "GET",
+        "/usage",
+        UsageReport.model_validate,
+        service="inference",
+        params={"project": project},
+        extension=CHAT_USAGE,
+    )
 
 
 class Completions:

@@ -16,8 +16,9 @@ from tqdm.auto import tqdm
 
 from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError
+from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
-from .training import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
+from .training_ops import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
 
 TERMINAL_EVENTS = ("training_ended", "training_failed")
 PAGE = 100
@@ -35,6 +36,16 @@ class TrainingJobFailed(RuntimeError):
 
 def _failure(job_id: str, event: TrainingJobEvent) -> TrainingJobFailed:
     return TrainingJobFailed(job_id, str(event.data.get("error_message") or "unknown error"))
+
+
+def _unlisted(job_id: str, checkpoint_id: str) -> TrainingJobFailed:
+    return TrainingJobFailed(job_id, f"checkpoint {checkpoint_id} is not listed (deleted?)")
+
+
+def _model_of(job_id: str, model_id: str | None) -> str:
+    if model_id is None:  # the hosted API's job record is only ``{id}``
+        raise ValueError(f"job {job_id}: the deployment does not say its model; pass model_id to handle()")
+    return model_id
 
 
 class _Progress:
@@ -79,7 +90,7 @@ class TrainingJobHandle(TrainingJobCreated):
     def refresh(self) -> TrainingJob:
         """The job's current state (status, steps, error)."""
         job = self._t.run(op_get_job(self.id))
-        self._model_id = job.model_id
+        self._model_id = job.model_id or self._model_id  # the hosted record is only {id}
         return job
 
     def cancel(self) -> TrainingJob:
@@ -96,27 +107,24 @@ class TrainingJobHandle(TrainingJobCreated):
         """Every event after ``after``, as it arrives; ends after the terminal event (or, without
         ``follow``, when no more events are available now). While following, a lost connection is
         retried for up to ``reconnect_timeout`` seconds and polling resumes from the last event."""
-        make = op_event_page(self.id, PAGE)
         lost_since: float | None = None
         while True:
             try:
-                page = self._t.run(make(after))
+                for page in CursorPage.first(self._t, op_event_page(self.id, PAGE), after).iter_pages():
+                    lost_since = None
+                    for event in page.data:
+                        after = event.id
+                        yield event
+                        if event.type in TERMINAL_EVENTS:
+                            return
             except APIConnectionError:
                 lost_since = lost_since or time.monotonic()
                 if not follow or time.monotonic() - lost_since > reconnect_timeout:
                     raise
-                time.sleep(poll_interval)
-                continue
-            lost_since = None
-            for event in page.data:
-                after = event.id
-                yield event
-                if event.type in TERMINAL_EVENTS:
-                    return
-            if not page.has_more:
+            else:
                 if not follow:
                     return
-                time.sleep(poll_interval)
+            time.sleep(poll_interval)
 
     def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
         """Follow the job to its end; returns the new checkpoint, raises :class:`TrainingJobFailed`."""
@@ -133,18 +141,11 @@ class TrainingJobHandle(TrainingJobCreated):
         raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")
 
     def _checkpoint(self, checkpoint_id: str) -> Checkpoint:
-        model_id = self._model_id or self.refresh().model_id
-        assert model_id is not None
-        make = op_checkpoint_page(model_id, PAGE, "desc")
-        after: str | None = None
-        while True:
-            page = self._t.run(make(after))
-            for checkpoint in page.data:
-                if checkpoint.id == checkpoint_id:
-                    return checkpoint
-            if not page.has_more or not page.data:
-                raise TrainingJobFailed(self.id, f"checkpoint {checkpoint_id} is not listed (deleted?)")
-            after = page.data[-1].id
+        model_id = _model_of(self.id, self._model_id or self.refresh().model_id)
+        for checkpoint in CursorPage.first(self._t, op_checkpoint_page(model_id, PAGE, "desc")):
+            if checkpoint.id == checkpoint_id:
+                return checkpoint
+        raise _unlisted(self.id, checkpoint_id)
 
 
 class AsyncTrainingJobHandle(TrainingJobCreated):
@@ -163,7 +164,7 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
 
     async def refresh(self) -> TrainingJob:
         job = await self._t.run(op_get_job(self.id))
-        self._model_id = job.model_id
+        self._model_id = job.model_id or self._model_id  # the hosted record is only {id}
         return job
 
     async def cancel(self) -> TrainingJob:
@@ -177,27 +178,25 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
         follow: bool = True,
         reconnect_timeout: float = RECONNECT_TIMEOUT,
     ) -> AsyncIterator[TrainingJobEvent]:
-        make = op_event_page(self.id, PAGE)
         lost_since: float | None = None
         while True:
             try:
-                page = await self._t.run(make(after))
+                first = await AsyncPaginator(self._t, op_event_page(self.id, PAGE), after)
+                async for page in first.iter_pages():
+                    lost_since = None
+                    for event in page.data:
+                        after = event.id
+                        yield event
+                        if event.type in TERMINAL_EVENTS:
+                            return
             except APIConnectionError:
                 lost_since = lost_since or time.monotonic()
                 if not follow or time.monotonic() - lost_since > reconnect_timeout:
                     raise
-                await asyncio.sleep(poll_interval)
-                continue
-            lost_since = None
-            for event in page.data:
-                after = event.id
-                yield event
-                if event.type in TERMINAL_EVENTS:
-                    return
-            if not page.has_more:
+            else:
                 if not follow:
                     return
-                await asyncio.sleep(poll_interval)
+            await asyncio.sleep(poll_interval)
 
     async def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
         bar = _Progress(progress, self.id)
@@ -213,15 +212,8 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
         raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")
 
     async def _checkpoint(self, checkpoint_id: str) -> Checkpoint:
-        model_id = self._model_id or (await self.refresh()).model_id
-        assert model_id is not None
-        make = op_checkpoint_page(model_id, PAGE, "desc")
-        after: str | None = None
-        while True:
-            page = await self._t.run(make(after))
-            for checkpoint in page.data:
-                if checkpoint.id == checkpoint_id:
-                    return checkpoint
-            if not page.has_more or not page.data:
-                raise TrainingJobFailed(self.id, f"checkpoint {checkpoint_id} is not listed (deleted?)")
-            after = page.data[-1].id
+        model_id = _model_of(self.id, self._model_id or (await self.refresh()).model_id)
+        async for checkpoint in AsyncPaginator(self._t, op_checkpoint_page(model_id, PAGE, "desc")):
+            if checkpoint.id == checkpoint_id:
+                return checkpoint
+        raise _unlisted(self.id, checkpoint_id)

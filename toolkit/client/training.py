@@ -1,19 +1,17 @@
 """Training API resources: models, checkpoints, trajectory logs, artifacts, RL and SFT jobs.
 
-Each operation is built once as an :class:`Op` by a module function; the sync and async resource
-classes are one-line executors over the same builders.
+Each operation is built once in :mod:`.training_ops`; the sync and async resource classes here are
+one-line executors over the same builders. Jobs are followed through handles (:mod:`.jobs`).
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
-
-from ..types.common import ListEnvelope
 from ..types.training import (
     Artifact,
     Checkpoint,
@@ -24,176 +22,33 @@ from ..types.training import (
     Model,
     SFTTrainingConfig,
     TrainingJob,
-    TrainingJobCreated,
     TrainingJobEvent,
-    TrajectoryGroup,
 )
-from ._pagination import AsyncPaginator, CursorPage, PageOp
-from ._transport import AsyncTransport, Op, SyncTransport
+from ._pagination import AsyncPaginator, CursorPage
+from ._transport import AsyncTransport, SyncTransport
+from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
 from .sft_data import SFTData, train_jsonl
-
-if TYPE_CHECKING:
-    from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
-
-Order = Literal["asc", "desc"]
-GroupLike = TrajectoryGroup | Mapping[str, Any]
-_MODELS = TypeAdapter(list[Model])
-_ARTIFACTS = TypeAdapter(list[Artifact])
-_JOBS = TypeAdapter(list[TrainingJob])
-
-
-def wire(value: BaseModel | Mapping[str, Any]) -> Any:
-    """A wire model or a plain mapping as JSON-ready data (unset defaults omitted, like ART 0.5.23)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
-    return dict(value)
-
-
-def _groups(groups: Iterable[GroupLike]) -> list[Any]:
-    return [wire(TrajectoryGroup.model_validate(g) if not isinstance(g, BaseModel) else g) for g in groups]
-
-
-# ----------------------------------------------------------------------------- operation builders
-
-
-def op_create_model(
-    project: str, name: str, base_model: str, entity: str | None, return_existing: bool
-) -> Op[Model]:
-    body = {
-        "entity": entity,
-        "project": project,
-        "name": name,
-        "base_model": base_model,
-        "return_existing": return_existing,
-    }
-    return Op("POST", "/v1/preview/models", Model.model_validate, json=body, idempotent=return_existing)
-
-
-def op_get_model(model_id: str) -> Op[Model]:
-    return Op("GET", f"/v1/preview/models/{model_id}", Model.model_validate)
-
-
-def op_list_models() -> Op[list[Model]]:
-    return Op("GET", "/v1/preview/models", _MODELS.validate_python)
-
-
-def op_delete_model(model_id: str) -> Op[DeleteModelResponse]:
-    return Op("DELETE", f"/v1/preview/models/{model_id}", DeleteModelResponse.model_validate)
-
-
-def op_log(model_id: str, split: str, groups: Iterable[GroupLike]) -> Op[LogResponse]:
-    body = {"model_id": model_id, "split": split, "trajectory_groups": _groups(groups)}
-    return Op("POST", f"/v1/preview/models/{model_id}/log", LogResponse.model_validate, json=body)
-
-
-def op_list_trajectories(
-    model_id: str, split: str | None, step: int | None, limit: int, offset: int
-) -> Op[list[dict[str, Any]]]:
-    return Op(
-        "GET",
-        f"/v1/preview/models/{model_id}/trajectories",
-        list,
-        params={"split": split, "step": step, "limit": limit, "offset": offset},
-    )
-
-
-def op_checkpoint_page(model_id: str, limit: int | None, order: Order | None) -> PageOp[Checkpoint]:
-    def make(after: str | None) -> Op[ListEnvelope[Checkpoint]]:
-        return Op(
-            "GET",
-            f"/v1/preview/models/{model_id}/checkpoints",
-            ListEnvelope[Checkpoint].model_validate,
-            params={"after": after, "limit": limit, "order": order},
-        )
-
-    return make
-
-
-def op_delete_checkpoints(model_id: str, steps: Sequence[int]) -> Op[DeleteCheckpointsResponse]:
-    return Op(
-        "DELETE",
-        f"/v1/preview/models/{model_id}/checkpoints",
-        DeleteCheckpointsResponse.model_validate,
-        json={"steps": list(steps)},
-    )
-
-
-def op_create_rl_job(
-    model_id: str,
-    groups: Iterable[GroupLike],
-    experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None,
-) -> Op[TrainingJobCreated]:
-    body = {
-        "model_id": model_id,
-        "trajectory_groups": _groups(groups),
-        "experimental_config": wire(experimental_config) if experimental_config is not None else None,
-    }
-    return Op("POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body)
-
-
-def op_create_sft_job(
-    model_id: str, training_data_url: str, config: SFTTrainingConfig | Mapping[str, Any] | None
-) -> Op[TrainingJobCreated]:
-    body = {
-        "model_id": model_id,
-        "training_data_url": training_data_url,
-        "config": wire(config) if config is not None else None,
-    }
-    return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
-
-
-def op_get_job(job_id: str) -> Op[TrainingJob]:
-    return Op("GET", f"/v1/preview/training-jobs/{job_id}", TrainingJob.model_validate)
-
-
-def op_list_jobs(model_id: str | None) -> Op[list[TrainingJob]]:
-    return Op("GET", "/v1/preview/training-jobs", _JOBS.validate_python, params={"model_id": model_id})
-
-
-def op_cancel_job(job_id: str) -> Op[TrainingJob]:
-    return Op(
-        "POST", f"/v1/preview/training-jobs/{job_id}/cancel", TrainingJob.model_validate, idempotent=True
-    )
-
-
-def op_event_page(job_id: str, limit: int | None) -> PageOp[TrainingJobEvent]:
-    def make(after: str | None) -> Op[ListEnvelope[TrainingJobEvent]]:
-        return Op(
-            "GET",
-            f"/v1/preview/training-jobs/{job_id}/events",
-            ListEnvelope[TrainingJobEvent].model_validate,
-            params={"after": after, "limit": limit},
-        )
-
-    return make
-
-
-def op_upload_artifact(
-    project: str,
-    files: Mapping[str, bytes | str | Path],
-    entity: str | None,
-    name: str | None,
-    model_id: str | None,
-) -> Op[Artifact]:
-    parts = []
-    for filename, content in files.items():
-        data = (
-            content.read_bytes()
-            if isinstance(content, Path)
-            else (content.encode() if isinstance(content, str) else content)
-        )
-        parts.append(("files", (filename, data, "application/octet-stream")))
-    form = {
-        k: v
-        for k, v in {"project": project, "entity": entity, "name": name, "model_id": model_id}.items()
-        if v is not None
-    }
-    return Op("POST", "/v1/preview/artifacts", Artifact.model_validate, files=parts, data=form)
-
-
-def op_list_artifacts() -> Op[list[Artifact]]:
-    return Op("GET", "/v1/preview/artifacts", _ARTIFACTS.validate_python)
-
+from .training_ops import (
+    SFT_FROM_DATA,
+    GroupLike,
+    Order,
+    op_cancel_job,
+    op_checkpoint_page,
+    op_create_model,
+    op_create_rl_job,
+    op_create_sft_job,
+    op_delete_checkpoints,
+    op_delete_model,
+    op_event_page,
+    op_get_job,
+    op_get_model,
+    op_job_page,
+    op_list_artifacts,
+    op_list_models,
+    op_list_trajectories,
+    op_log,
+    op_upload_artifact,
+)
 
 # ----------------------------------------------------------------------------- sync resources
 
@@ -230,15 +85,19 @@ class Models:
         return self._t.run(op_create_model(project, name, base_model, entity, return_existing))
 
     def retrieve(self, model_id: str) -> Model:
+        """Extension: a model by id."""
         return self._t.run(op_get_model(model_id))
 
     def list(self) -> builtins.list[Model]:
+        """Extension: the caller's models."""
         return self._t.run(op_list_models())
 
     def delete(self, model_id: str) -> DeleteModelResponse:
         return self._t.run(op_delete_model(model_id))
 
     def log(self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike]) -> LogResponse:
+        """Log groups under ``split``; the result's fields are None where the deployment answers
+        no body (the hosted API)."""
         return self._t.run(op_log(model_id, split, trajectory_groups))
 
     def trajectories(
@@ -250,6 +109,7 @@ class Models:
         limit: int = 100,
         offset: int = 0,
     ) -> builtins.list[dict[str, Any]]:
+        """Extension: the logged trajectories, newest step first (an offset page)."""
         return self._t.run(op_list_trajectories(model_id, split, step, limit, offset))
 
 
@@ -281,18 +141,17 @@ class TrainingJobs:
 
     def handle(self, job_id: str, model_id: str | None = None) -> TrainingJobHandle:
         """A handle of an existing job (RL or SFT)."""
-        from .jobs import TrainingJobHandle
-
         return TrainingJobHandle.bind(job_id, self._t, model_id)
 
-    def list(self, *, model_id: str | None = None) -> builtins.list[TrainingJob]:
-        """Extension: the caller's jobs, oldest first."""
-        return self._t.run(op_list_jobs(model_id))
+    def list(self, *, model_id: str | None = None) -> CursorPage[TrainingJob]:
+        """Extension: the caller's jobs, oldest first (a page; iterate it for every job)."""
+        return CursorPage.first(self._t, op_job_page(model_id))
 
     def retrieve(self, job_id: str) -> TrainingJob:
         return self._t.run(op_get_job(job_id))
 
     def cancel(self, job_id: str) -> TrainingJob:
+        """Extension: cancel a queued job, or a running one before its next gradient step."""
         return self._t.run(op_cancel_job(job_id))
 
 
@@ -308,8 +167,6 @@ class SFTTrainingJobs:
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
     ) -> TrainingJobHandle:
-        from .jobs import TrainingJobHandle
-
         created = self._t.run(op_create_sft_job(model_id, training_data_url, config))
         return TrainingJobHandle.bind(created.id, self._t, model_id)
 
@@ -321,11 +178,12 @@ class SFTTrainingJobs:
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> TrainingJobHandle:
-        """Upload ``data`` (trajectories, message lists or a JSONL file) as ``train.jsonl`` to the
-        model's project, then start an SFT job on it."""
-        model = self._t.run(op_get_model(model_id))
+        """Extension: upload ``data`` (trajectories, message lists or a JSONL file) as
+        ``train.jsonl`` to the model's project, then start an SFT job on it."""
+        model = self._t.run(replace(op_get_model(model_id), extension=SFT_FROM_DATA))
         files = {"train.jsonl": train_jsonl(data)}
-        artifact = self._t.run(op_upload_artifact(model.project, files, model.entity, name, model_id))
+        upload = op_upload_artifact(model.project, files, model.entity, name, model_id)
+        artifact = self._t.run(replace(upload, extension=SFT_FROM_DATA))
         return self.create(model_id=model_id, training_data_url=artifact.url, config=config)
 
 
@@ -342,10 +200,12 @@ class Artifacts:
         name: str | None = None,
         model_id: str | None = None,
     ) -> Artifact:
-        """Upload ``train.jsonl``, or ``trajectories.jsonl`` + ``metadata.json``; returns the artifact URL."""
+        """Extension: upload ``train.jsonl``, or ``trajectories.jsonl`` + ``metadata.json``; the
+        artifact's ``url`` is what ``sft_training_jobs.create(training_data_url=...)`` takes."""
         return self._t.run(op_upload_artifact(project, files, entity, name, model_id))
 
     def list(self) -> builtins.list[Artifact]:
+        """Extension: the caller's artifacts."""
         return self._t.run(op_list_artifacts())
 
 
@@ -431,12 +291,10 @@ class AsyncTrainingJobs:
         return self.handle(created.id, model_id)
 
     def handle(self, job_id: str, model_id: str | None = None) -> AsyncTrainingJobHandle:
-        from .jobs import AsyncTrainingJobHandle
-
         return AsyncTrainingJobHandle.bind(job_id, self._t, model_id)
 
-    async def list(self, *, model_id: str | None = None) -> builtins.list[TrainingJob]:
-        return await self._t.run(op_list_jobs(model_id))
+    def list(self, *, model_id: str | None = None) -> AsyncPaginator[TrainingJob]:
+        return AsyncPaginator(self._t, op_job_page(model_id))
 
     async def retrieve(self, job_id: str) -> TrainingJob:
         return await self._t.run(op_get_job(job_id))
@@ -457,8 +315,6 @@ class AsyncSFTTrainingJobs:
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
     ) -> AsyncTrainingJobHandle:
-        from .jobs import AsyncTrainingJobHandle
-
         created = await self._t.run(op_create_sft_job(model_id, training_data_url, config))
         return AsyncTrainingJobHandle.bind(created.id, self._t, model_id)
 
@@ -470,9 +326,10 @@ class AsyncSFTTrainingJobs:
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> AsyncTrainingJobHandle:
-        model = await self._t.run(op_get_model(model_id))
+        model = await self._t.run(replace(op_get_model(model_id), extension=SFT_FROM_DATA))
         files = {"train.jsonl": train_jsonl(data)}
-        artifact = await self._t.run(op_upload_artifact(model.project, files, model.entity, name, model_id))
+        upload = op_upload_artifact(model.project, files, model.entity, name, model_id)
+        artifact = await self._t.run(replace(upload, extension=SFT_FROM_DATA))
         return await self.create(model_id=model_id, training_data_url=artifact.url, config=config)
 
 

@@ -225,15 +225,16 @@ class LogRequest(WireModel):
 
 
 class LogResponse(WireModel):
-    """What ``/log`` stored and the metrics it computed (the spec leaves the body open)."""
+    """What ``/log`` stored and the metrics it computed. The hosted API documents an empty body
+    (``{}``), so every field is None there; the local server fills them all."""
 
-    model_id: str
-    split: str
-    step: int
-    checkpoint_id: str
-    num_groups: int
-    num_trajectories: int
-    metrics: dict[str, float]
+    model_id: str | None = None
+    split: str | None = None
+    step: int | None = None
+    checkpoint_id: str | None = None
+    num_groups: int | None = None
+    num_trajectories: int | None = None
+    metrics: dict[str, float] | None = None
 
 
 # ----------------------------------------------------------------------------- training jobs

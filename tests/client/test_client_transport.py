@@ -30,6 +30,7 @@ from toolkit.client._errors import (
     UnprocessableEntityError,
 )
 from toolkit.client._transport import AsyncTransport, Config, Op, SyncTransport
+from toolkit.client.deployment import Deployment
 from toolkit.types.errors import ValidationErrorItem
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -41,6 +42,7 @@ def config(**kw: Any) -> Config:
         api_key="tk-secret",
         inference_url="http://infer.test/v1",
         trace_url="http://trace.test",
+        deployment=Deployment("custom", "http://api.test"),
         **kw,
     )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import toolkit as tk
-from toolkit.client.connect import running_server
+from toolkit.client.local_server import running
 
 ENV = (
     "TOOLKIT_BASE_URL",
@@ -49,6 +49,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
             "http://train.example:9000/traces",
             None,
         )
+        assert (client.deployment.name, client.deployment.extensions) == ("custom", True)
     monkeypatch.setenv("TOOLKIT_INFERENCE_URL", "http://infer.example/v1/")
     monkeypatch.setenv("TOOLKIT_TRACE_URL", "http://trace.example")
     monkeypatch.setenv("TOOLKIT_PROJECT", "team/project")
@@ -104,6 +105,7 @@ def test_wandb_preset_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
             "https://trace.wandb.ai",
             None,
         )
+        assert (client.deployment.name, client.deployment.extensions) == ("wandb", False)
     monkeypatch.setenv("TOOLKIT_API_KEY", "toolkit-key")
     monkeypatch.setenv("TOOLKIT_TRACE_URL", "http://my-weave.example")
     with tk.connect(project="team/p") as client:
@@ -158,6 +160,7 @@ def test_connect_starts_and_then_finds_the_local_server(
         assert urls(first) == (info["url"], key, f"{info['url']}/v1", f"{info['url']}/traces", None)
         assert info["url"].startswith("http://127.0.0.1:")
         assert first.health().status == "ok"
+        assert (first.deployment.name, first.deployment.extensions) == ("local", True)
         model = first.models.create(project="p", name="from-connect", base_model="toolkit/tiny-chat-1m")
     assert oct((local_folder / "local.key").stat().st_mode & 0o777) == "0o600"
 
@@ -169,7 +172,12 @@ def test_connect_starts_and_then_finds_the_local_server(
     monkeypatch.setenv("TOOLKIT_DATA_DIR", str(local_folder))
     with tk.connect(start=False) as third:
         assert third.config.base_url == info["url"]
-    assert running_server(local_folder) == info["url"]
+    found = running(local_folder)
+    assert found is not None and (found.url, found.pid, found.version) == (
+        info["url"],
+        info["pid"],
+        tk.__version__,
+    )
 
     async def via_async() -> str:
         async with tk.connect_async(data_dir=local_folder) as client:

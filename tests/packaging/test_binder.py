@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 # pip name -> conda-forge name, where they differ
 CONDA_NAMES = {"torch": "pytorch-cpu"}

@@ -1,0 +1,237 @@
+"""The training API's operations, each described once as an :class:`Op` (method, path, body, parser);
+the sync and async resources (:mod:`.training`) and the job handles (:mod:`.jobs`) run them.
+
+Operations marked with an :class:`Extension` are served by the local server only (docs/interfaces.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from ..types.common import ListEnvelope
+from ..types.training import (
+    Artifact,
+    Checkpoint,
+    DeleteCheckpointsResponse,
+    DeleteModelResponse,
+    ExperimentalTrainingConfig,
+    LogResponse,
+    Model,
+    SFTTrainingConfig,
+    TrainingJob,
+    TrainingJobCreated,
+    TrainingJobEvent,
+    TrajectoryGroup,
+)
+from ._pagination import PageOp
+from ._transport import Op
+from .deployment import Extension
+
+Order = Literal["asc", "desc"]
+GroupLike = TrajectoryGroup | Mapping[str, Any]
+_MODELS = TypeAdapter(list[Model])
+_ARTIFACTS = TypeAdapter(list[Artifact])
+_JOBS = TypeAdapter(list[TrainingJob])
+
+KEEP_MODELS = "keep the Model that models.create returns (with return_existing=True, an existing one)"
+MODEL_LISTING = Extension("model listing", KEEP_MODELS)
+MODEL_RETRIEVAL = Extension("model retrieval", KEEP_MODELS)
+TRAJECTORY_QUERIES = Extension(
+    "logged-trajectory queries", "keep the groups you log in the notebook (tk.frames.groups_frame)"
+)
+_WANDB_ARTIFACT = (
+    "log train.jsonl as a W&B Artifact (wandb.Artifact) and pass its wandb-artifact:/// URL to "
+    "sft_training_jobs.create(training_data_url=...)"
+)
+ARTIFACT_UPLOAD = Extension("artifact upload", _WANDB_ARTIFACT)
+ARTIFACT_LISTING = Extension("artifact listing", "browse the project's artifacts in W&B")
+SFT_FROM_DATA = Extension("SFT from in-memory data (it uploads train.jsonl as an artifact)", _WANDB_ARTIFACT)
+JOB_LISTING = Extension("job listing", "keep the handles that training_jobs.create returns")
+JOB_CANCEL = Extension("job cancel", "the job runs to its end")
+
+
+def wire(value: BaseModel | Mapping[str, Any]) -> Any:
+    """A wire model or a plain mapping as JSON-ready data (unset defaults omitted, like ART 0.5.23)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    return dict(value)
+
+
+def _groups(groups: Iterable[GroupLike]) -> list[Any]:
+    return [wire(TrajectoryGroup.model_validate(g) if not isinstance(g, BaseModel) else g) for g in groups]
+
+
+# ----------------------------------------------------------------------------- operation builders
+
+
+def op_create_model(
+    project: str, name: str, base_model: str, entity: str | None, return_existing: bool
+) -> Op[Model]:
+    body = {
+        "entity": entity,
+        "project": project,
+        "name": name,
+        "base_model": base_model,
+        "return_existing": return_existing,
+    }
+    return Op("POST", "/v1/preview/models", Model.model_validate, json=body, idempotent=return_existing)
+
+
+def op_get_model(model_id: str) -> Op[Model]:
+    return Op("GET", f"/v1/preview/models/{model_id}", Model.model_validate, extension=MODEL_RETRIEVAL)
+
+
+def op_list_models() -> Op[list[Model]]:
+    return Op("GET", "/v1/preview/models", _MODELS.validate_python, extension=MODEL_LISTING)
+
+
+def op_delete_model(model_id: str) -> Op[DeleteModelResponse]:
+    return Op("DELETE", f"/v1/preview/models/{model_id}", DeleteModelResponse.model_validate)
+
+
+def op_log(model_id: str, split: str, groups: Iterable[GroupLike]) -> Op[LogResponse]:
+    body = {"model_id": model_id, "split": split, "trajectory_groups": _groups(groups)}
+    return Op("POST", f"/v1/preview/models/{model_id}/log", _log_response, json=body)
+
+
+def _log_response(body: Any) -> LogResponse:
+    """The local server's metrics, or a result whose fields are None where the hosted API answers
+    an empty body (its documented response schema is ``{}``)."""
+    return LogResponse.model_validate(body or {})
+
+
+def op_list_trajectories(
+    model_id: str, split: str | None, step: int | None, limit: int, offset: int
+) -> Op[list[dict[str, Any]]]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/trajectories",
+        list,
+        params={"split": split, "step": step, "limit": limit, "offset": offset},
+        extension=TRAJECTORY_QUERIES,
+    )
+
+
+def op_checkpoint_page(model_id: str, limit: int | None, order: Order | None) -> PageOp[Checkpoint]:
+    def make(after: str | None) -> Op[ListEnvelope[Checkpoint]]:
+        return Op(
+            "GET",
+            f"/v1/preview/models/{model_id}/checkpoints",
+            ListEnvelope[Checkpoint].model_validate,
+            params={"after": after, "limit": limit, "order": order},
+        )
+
+    return make
+
+
+def op_delete_checkpoints(model_id: str, steps: Sequence[int]) -> Op[DeleteCheckpointsResponse]:
+    return Op(
+        "DELETE",
+        f"/v1/preview/models/{model_id}/checkpoints",
+        DeleteCheckpointsResponse.model_validate,
+        json={"steps": list(steps)},
+    )
+
+
+def op_create_rl_job(
+    model_id: str,
+    groups: Iterable[GroupLike],
+    experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None,
+) -> Op[TrainingJobCreated]:
+    body = {
+        "model_id": model_id,
+        "trajectory_groups": _groups(groups),
+        "experimental_config": wire(experimental_config) if experimental_config is not None else None,
+    }
+    return Op("POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body)
+
+
+def op_create_sft_job(
+    model_id: str, training_data_url: str, config: SFTTrainingConfig | Mapping[str, Any] | None
+) -> Op[TrainingJobCreated]:
+    body = {
+        "model_id": model_id,
+        "training_data_url": training_data_url,
+        "config": wire(config) if config is not None else None,
+    }
+    return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
+
+
+def op_get_job(job_id: str) -> Op[TrainingJob]:
+    return Op("GET", f"/v1/preview/training-jobs/{job_id}", TrainingJob.model_validate)
+
+
+def op_job_page(model_id: str | None) -> PageOp[TrainingJob]:
+    """The caller's jobs, oldest first. The local server answers the whole listing as one JSON
+    array, which is read as a single page (``has_more`` false)."""
+
+    def make(after: str | None) -> Op[ListEnvelope[TrainingJob]]:
+        return Op(
+            "GET",
+            "/v1/preview/training-jobs",
+            lambda body: ListEnvelope[TrainingJob](data=_JOBS.validate_python(body)),
+            params={"model_id": model_id},
+            extension=JOB_LISTING,
+        )
+
+    return make
+
+
+def op_cancel_job(job_id: str) -> Op[TrainingJob]:
+    return Op(
+        "POST",
+        f"/v1/preview/training-jobs/{job_id}/cancel",
+        TrainingJob.model_validate,
+        idempotent=True,
+        extension=JOB_CANCEL,
+    )
+
+
+def op_event_page(job_id: str, limit: int | None) -> PageOp[TrainingJobEvent]:
+    def make(after: str | None) -> Op[ListEnvelope[TrainingJobEvent]]:
+        return Op(
+            "GET",
+            f"/v1/preview/training-jobs/{job_id}/events",
+            ListEnvelope[TrainingJobEvent].model_validate,
+            params={"after": after, "limit": limit},
+        )
+
+    return make
+
+
+def op_upload_artifact(
+    project: str,
+    files: Mapping[str, bytes | str | Path],
+    entity: str | None,
+    name: str | None,
+    model_id: str | None,
+) -> Op[Artifact]:
+    parts = []
+    for filename, content in files.items():
+        data = (
+            content.read_bytes()
+            if isinstance(content, Path)
+            else (content.encode() if isinstance(content, str) else content)
+        )
+        parts.append(("files", (filename, data, "application/octet-stream")))
+    form = {
+        k: v
+        for k, v in {"project": project, "entity": entity, "name": name, "model_id": model_id}.items()
+        if v is not None
+    }
+    return Op(
+        "POST",
+        "/v1/preview/artifacts",
+        Artifact.model_validate,
+        files=parts,
+        data=form,
+        extension=ARTIFACT_UPLOAD,
+    )
+
+
+def op_list_artifacts() -> Op[list[Artifact]]:
+    return Op("GET", "/v1/preview/artifacts", _ARTIFACTS.validate_python, extension=ARTIFACT_LISTING)
