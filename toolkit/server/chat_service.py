@@ -35,10 +35,10 @@ from ..types.chat import (
     Usage,
 )
 from ..types.training import ChoiceLogprobs, TokenLogprob, TopLogprob
-from .engine.beam import BeamParams
-from .engine.engine import Engine, Request, Weights
+from .engine.engine import Engine
 from .engine.events import Delta, Event, Failed, Finished, PromptLogprob, Started, TopLogprobs
 from .engine.processors import REGISTRY, build
+from .engine.request import BeamParams, Request, Weights
 from .engine.sampling import GREEDY_EPS, LogitsProcessor, SamplingParams
 from .engine.structured import ConstraintError, GuidedRow, regex_for
 from .engine.template import TemplateError, render_chat
