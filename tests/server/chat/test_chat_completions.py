@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 import torch
+from chat_helpers import USER, chat, text
 
 from conftest import LocalServer
 from toolkit.server.engine.model import BUILTIN_NAME, ensure_builtin, load_model, save_weights
@@ -18,25 +19,7 @@ from toolkit.server.store.migrations import MIGRATIONS
 from toolkit.server.store.models import Models
 from toolkit.types.training import Choice
 
-USER = [{"role": "user", "content": "Say something."}]
 A, B, C = ord("a"), ord("b"), ord("c")
-
-
-def chat(http: httpx.Client, **body: Any) -> dict[str, Any]:
-    r = http.post("/v1/chat/completions", json={"messages": USER, **body})
-    assert r.status_code == 200, r.text
-    result: dict[str, Any] = r.json()
-    return result
-
-
-def text(resp: dict[str, Any], i: int = 0) -> str:
-    return str(resp["choices"][i]["message"]["content"])
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The served base model (built from the same seed), loaded here to check log-probabilities."""
-    return load_model(ensure_builtin(tmp_path_factory.mktemp("base")))
 
 
 def test_response_has_vllm_shape_and_usage_adds_up(http: httpx.Client) -> None:
@@ -152,70 +135,6 @@ def test_penalties_and_sampling_filters_are_accepted(http: httpx.Client) -> None
         repetition_penalty=1.2,
     )
     assert resp["usage"]["completion_tokens"] >= 1
-
-
-def test_logprobs_are_the_models_log_probabilities(http: httpx.Client, model: Any) -> None:
-    resp = chat(
-        http,
-        max_tokens=6,
-        temperature=0,
-        ignore_eos=True,
-        logprobs=True,
-        top_logprobs=5,
-        return_token_ids=True,
-    )
-    prompt, tokens = resp["prompt_token_ids"], resp["choices"][0]["token_ids"]
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + tokens])).logits[0].log_softmax(-1)
-    entries = resp["choices"][0]["logprobs"]["content"]
-    assert len(entries) == len(tokens)
-    for pos, (entry, token) in enumerate(zip(entries, tokens, strict=True)):
-        expected = logits[len(prompt) + pos - 1]
-        assert entry["logprob"] == pytest.approx(float(expected[token]), abs=1e-3)
-        tops = entry["top_logprobs"]
-        assert len(tops) == 5
-        assert [t["logprob"] for t in tops] == sorted((t["logprob"] for t in tops), reverse=True)
-        assert tops[0]["logprob"] == pytest.approx(
-            entry["logprob"]
-        )  # greedy: the sampled token is the top one
-        assert tops[-1]["logprob"] == pytest.approx(float(expected.topk(5).values[-1]), abs=1e-3)
-        assert entry["bytes"] == list(entry["token"].encode())
-
-
-def test_sampled_token_comes_first_in_top_logprobs(http: httpx.Client) -> None:
-    resp = chat(http, max_tokens=8, seed=11, ignore_eos=True, logprobs=True, top_logprobs=2)
-    for entry in resp["choices"][0]["logprobs"]["content"]:
-        assert entry["top_logprobs"][0]["logprob"] == entry["logprob"]
-    none = chat(http, max_tokens=3, logprobs=True)
-    assert all(e["top_logprobs"] == [] for e in none["choices"][0]["logprobs"]["content"])
-
-
-def test_prompt_logprobs_echo_and_token_id_strings(http: httpx.Client) -> None:
-    resp = chat(http, max_tokens=2, prompt_logprobs=2, return_token_ids=True)
-    prompt_lp = resp["prompt_logprobs"]
-    assert prompt_lp[0] is None and len(prompt_lp) == len(resp["prompt_token_ids"])
-    for token, entry in zip(resp["prompt_token_ids"][1:], prompt_lp[1:], strict=True):
-        assert str(token) in entry
-        assert set(entry[str(token)]) == {"logprob", "rank", "decoded_token"}
-    messages = [*USER, {"role": "assistant", "content": "Once"}]
-    echoed = http.post(
-        "/v1/chat/completions",
-        json={
-            "messages": messages,
-            "add_generation_prompt": False,
-            "continue_final_message": True,
-            "echo": True,
-            "max_tokens": 3,
-        },
-    ).json()
-    assert text(echoed).startswith("Once")
-    as_ids = chat(
-        http, max_tokens=3, logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True, ignore_eos=True
-    )
-    for entry in as_ids["choices"][0]["logprobs"]["content"]:
-        assert entry["token"].startswith("token_id:") and entry["top_logprobs"][0]["token"].startswith(
-            "token_id:"
-        )
 
 
 def test_truncate_prompt_tokens_keeps_the_last_tokens(http: httpx.Client) -> None:

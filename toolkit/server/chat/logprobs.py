@@ -1,9 +1,11 @@
 """Log-probabilities in the response's terms: per-token entries (``choices[].logprobs``, the same in
 stream chunks) and ``prompt_logprobs``.
 
-``top_logprobs`` list the sampled token first, then the most likely others (vLLM 0.33's order).
-``prompt_logprobs`` keep vLLM's form: per prompt position, the prompt token and the ``k`` most
-likely, each with its rank.
+``top_logprobs`` are the ``k`` most likely tokens at the position, most likely first, as OpenAI
+defines them; the sampled token's own value is the entry's ``logprob`` and it appears among the top
+only when it is one of the ``k`` most likely. (vLLM 0.33 instead lists the sampled token first and
+drops the ``k``-th most likely to make room for it.) ``prompt_logprobs`` keep vLLM's form: per
+prompt position, the prompt token and the ``k`` most likely, each with its rank.
 """
 
 from __future__ import annotations
@@ -35,14 +37,13 @@ class LogprobFormatter:
         out = []
         previous = list(before)
         for token_id, (logprob, top) in zip(ids, values, strict=False):
-            ranked = [(token_id, logprob), *((i, v) for i, v in top if i != token_id)][: len(top)]
             text = self.token(token_id, previous)
             out.append(
                 TokenLogprob(
                     token=text,
                     logprob=max(logprob, MIN_LOGPROB),
                     bytes=list(text.encode("utf-8", errors="replace")),
-                    top_logprobs=[self._top(i, v, previous) for i, v in ranked],
+                    top_logprobs=[self._top(i, v, previous) for i, v in top],
                 )
             )
             previous.append(token_id)
