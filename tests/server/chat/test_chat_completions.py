@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-import torch
 from chat_helpers import USER, chat, text
 
 from conftest import LocalServer
-from toolkit.server.engine.model import BUILTIN_NAME, ensure_builtin, load_model, save_weights
-from toolkit.server.store.db import Database
-from toolkit.server.store.migrations import MIGRATIONS
-from toolkit.server.store.models import Models
+from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.types.training import Choice
 
 A, B, C = ord("a"), ord("b"), ord("c")
@@ -246,71 +240,6 @@ def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) 
         assert answered >= 1
     finally:
         worker.join()
-
-
-# ----------------------------------------------------------------------------- served names
-
-
-@pytest.fixture(scope="module")
-def trained(server: LocalServer, http_module: httpx.Client) -> Iterator[dict[str, Any]]:
-    """A model with step-1 and step-2 checkpoints whose weights differ from the base, written the way
-    training writes them (weights folder, then a checkpoint row)."""
-    name = f"chat-{uuid.uuid4().hex[:8]}"
-    r = http_module.post(
-        "/v1/preview/models", json={"project": "proj", "name": name, "base_model": BUILTIN_NAME}
-    )
-    assert r.status_code == 200, r.text
-    model_row = r.json()
-    db = Database(server.data_dir / "toolkit.db", MIGRATIONS)
-    weights = load_model(ensure_builtin(server.data_dir))
-    for step in (1, 2):
-        folder = server.data_dir / "checkpoints" / model_row["id"] / f"step{step}"
-        folder.mkdir(parents=True)
-        with torch.no_grad():
-            for p in weights.parameters():
-                p.add_(torch.randn_like(p) * 0.5)
-        save_weights(weights, folder / "model.safetensors")
-        Models(db).add_checkpoint(model_row["id"], step, str(folder), {})
-    db.close()
-    yield model_row
-
-
-@pytest.fixture(scope="module")
-def http_module(server: LocalServer) -> Iterator[httpx.Client]:
-    with server.http() as client:
-        yield client
-
-
-def test_every_name_of_a_checkpoint_is_served(http: httpx.Client, trained: dict[str, Any]) -> None:
-    name, entity = trained["name"], trained["entity"]
-    greedy = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
-    step1, step2 = chat(http, model=f"{name}:step1", **greedy), chat(http, model=f"{name}:step2", **greedy)
-    assert step1["model"] == f"{name}:step1"
-    assert text(chat(http, model=f"wandb-artifact:///{entity}/proj/{name}:step1", **greedy)) == text(step1)
-    for latest in (name, f"{name}:latest", trained["id"], f"wandb-artifact:///{entity}/proj/{name}"):
-        assert text(chat(http, model=latest, **greedy)) == text(step2), latest
-    base = chat(http, model=f"{name}:step0", **greedy)
-    assert text(base) == text(chat(http, **greedy))
-    assert len({text(base), text(step1), text(step2)}) == 3
-    served = {m["id"] for m in http.get("/v1/models").json()["data"]}
-    assert {name, f"{name}:step0", f"{name}:step1", f"{name}:step2"} <= served
-
-
-def test_a_deleted_checkpoint_stops_being_served(http: httpx.Client, trained: dict[str, Any]) -> None:
-    name = trained["name"]
-    chat(http, model=f"{name}:step1", max_tokens=1)
-    r = http.request("DELETE", f"/v1/preview/models/{trained['id']}/checkpoints", json={"steps": [1]})
-    assert r.status_code == 200, r.text
-    gone = http.post("/v1/chat/completions", json={"messages": USER, "model": f"{name}:step1"})
-    assert gone.status_code == 404
-    assert gone.json() == {
-        "error": {
-            "message": f"The model `{name}:step1` does not exist.",
-            "type": "NotFoundError",
-            "param": "model",
-            "code": 404,
-        }
-    }
 
 
 # ----------------------------------------------------------------------------- client

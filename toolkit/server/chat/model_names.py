@@ -1,7 +1,10 @@
 """Which weights a request's ``model`` names: the base model, or a checkpoint of one of the user's models.
 
 Names: the base model's name (or none), ``<name|id>[:step<N>|:latest]``, and
-``wandb-artifact:///<entity>/<project>/<name>[:step<N>|:latest]`` as ART clients send.
+``wandb-artifact:///<entity>/<project>/<name>[:step<N>|:latest]`` as ART clients send. A bare name is
+unique per entity and project only: when the user has it in several projects, the request's
+``OpenAI-Project`` header (``team/project``, or ``project``) chooses among them; otherwise the answer
+is a 400 naming each candidate in its ``wandb-artifact:///`` form, never a silent pick.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 from ...types.training import Model
 from ..engine.engine import Engine
 from ..engine.request import Weights
-from ..errors import NotFound
+from ..errors import BadRequest, NotFound
 from ..state import Services
 from ..store.users import User
 
@@ -23,7 +26,7 @@ _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
 def resolve_model(svc: Services, user: User, name: str | None, project: str | None = None) -> Weights:
     """The weights ``name`` serves; ``project`` is the ``OpenAI-Project`` header, if any.
 
-    Unknown or deleted: 404 as vLLM answers it."""
+    Unknown or deleted: 404 as vLLM answers it; a bare name in several projects: 400 (see module)."""
     engine: Engine = svc.engine
     if not name or name == engine.spec.name:
         return Weights("base")
@@ -60,6 +63,11 @@ def resolve_model(svc: Services, user: User, name: str | None, project: str | No
     return Weights(row.id, folder)
 
 
+def artifact_name(model: Model, suffix: str = "") -> str:
+    """``wandb-artifact:///<entity>/<project>/<name><suffix>``: the name that is never ambiguous."""
+    return f"{ARTIFACT_PREFIX}{model.entity}/{model.project}/{model.name}{suffix}"
+
+
 def _split_step(ref: str) -> tuple[str, str, int | None]:
     """``name:step3`` -> ("name", ":step3", 3); ``name:latest`` -> ("name", ":latest", None)."""
     match = _STEP.match(ref)
@@ -70,5 +78,18 @@ def _split_step(ref: str) -> tuple[str, str, int | None]:
 
 
 def _by_name(svc: Services, user: User, name: str, suffix: str, project: str | None) -> Model | None:
-    """The user's newest model called ``name``."""
-    return svc.models.find(user, entity=None, project=None, name=name)
+    """The user's served model called ``name``: the only one, or the one in the header's project."""
+    engine: Engine = svc.engine
+    candidates = [m for m in svc.models.all(user) if m.name == name and m.base_model == engine.spec.name]
+    if len(candidates) > 1 and project and project.strip():
+        entity, _, project_name = project.strip().rpartition("/")
+        within = [m for m in candidates if m.project == project_name and entity in ("", m.entity)]
+        candidates = within or candidates
+    if len(candidates) > 1:
+        names = ", ".join(artifact_name(m, suffix) for m in candidates)
+        raise BadRequest(
+            f"The model name `{name}{suffix}` matches models in several projects: {names}. Send one of "
+            "these names, or the header `OpenAI-Project: <entity>/<project>` naming the project.",
+            param="model",
+        )
+    return candidates[0] if candidates else None
