@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
@@ -115,20 +114,25 @@ def test_special_tokens_in_the_text_when_not_skipped(http: httpx.Client) -> None
     assert text(chat(http, **{**body, "skip_special_tokens": True})) == ""
 
 
-def test_penalties_and_sampling_filters_are_accepted(http: httpx.Client) -> None:
-    resp = chat(
-        http,
-        max_tokens=10,
-        seed=8,
-        temperature=0.8,
-        top_p=0.9,
-        top_k=20,
-        min_p=0.01,
-        presence_penalty=0.5,
-        frequency_penalty=0.5,
-        repetition_penalty=1.2,
-    )
-    assert resp["usage"]["completion_tokens"] >= 1
+def test_sampling_filters_at_their_limits_keep_only_the_most_likely_token(http: httpx.Client) -> None:
+    greedy = text(chat(http, max_tokens=12, temperature=0, ignore_eos=True))
+    body = {"max_tokens": 12, "seed": 3, "temperature": 1.0, "ignore_eos": True}
+    for narrow in ({"top_k": 1}, {"top_p": 1e-6}, {"min_p": 1.0}):
+        assert text(chat(http, **body, **narrow)) == greedy, narrow
+    assert text(chat(http, **body, top_k=20, top_p=0.9, min_p=0.01)) != greedy
+
+
+def test_penalties_spread_the_tokens(http: httpx.Client) -> None:
+    body = {"max_tokens": 20, "temperature": 0, "allowed_token_ids": [A, B, C], "ignore_eos": True}
+    plain = text(chat(http, **body))
+    assert len(set(plain)) < len(set(text(chat(http, **body, presence_penalty=2.0)))) == 3
+    spread = text(chat(http, **body, frequency_penalty=2.0))
+    counts = [spread.count(ch) for ch in "abc"]
+    assert len(spread) == 20 and max(counts) - min(counts) <= 2, spread
+    greedy = {"max_tokens": 12, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    repeated = chat(http, **greedy)["choices"][0]["token_ids"]
+    penalised = chat(http, **greedy, repetition_penalty=5.0)["choices"][0]["token_ids"]
+    assert len(set(repeated)) < len(set(penalised)) == 12
 
 
 def test_truncate_prompt_tokens_keeps_the_last_tokens(http: httpx.Client) -> None:
@@ -157,14 +161,13 @@ def test_prefix_cache_is_real_and_scoped_by_salt_and_user(server: LocalServer, h
 
 
 def test_beam_search_returns_n_best_beams(http: httpx.Client) -> None:
-    body = {"max_tokens": 5, "n": 2, "use_beam_search": True, "temperature": 0, "length_penalty": 1.0}
+    body = {"max_tokens": 5, "n": 2, "use_beam_search": True, "temperature": 0, "return_token_ids": True}
     first, second = chat(http, **body), chat(http, **body)
-    assert len(first["choices"]) == 2
-    assert [text(first, i) for i in range(2)] == [text(second, i) for i in range(2)]
-    assert (
-        text(first, 0) != text(first, 1)
-        or first["choices"][0]["token_ids"] != first["choices"][1]["token_ids"]
-    )
+    beams = [c["token_ids"] for c in first["choices"]]
+    assert [c["token_ids"] for c in second["choices"]] == beams
+    assert len(beams) == 2 and all(len(b) == 5 for b in beams) and beams[0] != beams[1]
+    assert [c["finish_reason"] for c in first["choices"]] == ["length", "length"]
+    assert first["usage"]["completion_tokens"] == 10
 
 
 def test_registered_logits_processors_apply(http: httpx.Client) -> None:
@@ -221,25 +224,14 @@ def test_usage_is_recorded_per_project_and_model(server: LocalServer) -> None:
 
 
 def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) -> None:
-    done = threading.Event()
-
-    def long_request() -> None:
-        with server.http() as client:
-            client.post(
-                "/v1/chat/completions", json={"messages": USER, "max_tokens": 400, "ignore_eos": True}
-            )
-        done.set()
-
-    worker = threading.Thread(target=long_request)
-    worker.start()
-    try:
-        answered = 0
-        while not done.is_set() and answered < 3:
+    body = {"messages": USER, "max_tokens": 200, "ignore_eos": True, "stream": True}
+    with server.http() as client, client.stream("POST", "/v1/chat/completions", json=body) as stream:
+        events = (line for line in stream.iter_lines() if line.startswith("data: "))
+        assert '"role"' in next(events) and '"role"' not in next(events)  # decoding has begun
+        for _ in range(3):
             assert http.get("/v1/health").status_code == 200
-            answered += 1
-        assert answered >= 1
-    finally:
-        worker.join()
+        rest = list(events)
+    assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2]
 
 
 # ----------------------------------------------------------------------------- client
@@ -248,13 +240,15 @@ def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) 
 def test_client_sync_async_and_trainable_choice(server: LocalServer) -> None:
     with server.client() as client:
         completion = client.chat.completions.create(
-            messages=USER, max_tokens=4, logprobs=True, return_token_ids=True, seed=1
+            messages=USER, max_tokens=4, logprobs=True, return_token_ids=True, seed=1, ignore_eos=True
         )
     choice = completion.trainable_choice(0)
     assert isinstance(choice, Choice)
-    assert choice.token_ids == completion.choices[0].token_ids and choice.prompt_token_ids
+    assert choice.token_ids is not None and len(choice.token_ids) == 4
+    assert choice.token_ids == completion.choices[0].token_ids
+    assert choice.prompt_token_ids == completion.prompt_token_ids and choice.prompt_token_ids
     assert choice.logprobs is not None and choice.logprobs.content is not None
-    assert len(choice.logprobs.content) == len(choice.token_ids or [])
+    assert len(choice.logprobs.content) == 4
     assert choice.message.content == completion.choices[0].message.content
 
 
