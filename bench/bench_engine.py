@@ -7,7 +7,8 @@ EOS ignored so every request decodes exactly ``--tokens`` tokens:
 - engine over HTTP, one request at a time and 16 concurrent requests (tokens/s, wall clock);
 - time to first token of a streamed request with a short prompt (p50 over 20 requests);
 - health-check latency while 16 requests decode;
-- transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16.
+- transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16, on as many torch
+  threads as the engine uses (``ENGINE_THREADS``).
 Prints a Markdown table with the ratios (the figures for docs/performance.md).
 """
 
@@ -27,6 +28,7 @@ import httpx
 import torch
 
 from toolkit.server.engine.codec import Codec
+from toolkit.server.engine.engine import ENGINE_THREADS
 from toolkit.server.engine.model import ensure_builtin, load_model
 from toolkit.server.engine.template import render_chat
 
@@ -136,7 +138,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=16)
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(ENGINE_THREADS)  # the peer (generate, in this process) on the engine's thread count
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         spec = ensure_builtin(data_dir)

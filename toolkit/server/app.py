@@ -15,12 +15,13 @@ import uvicorn
 from fastapi import FastAPI
 
 from .._version import __version__
+from .chat import routes as chat
 from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers
 from .jobs import JobQueue
 from .limits import BodySizeLimit
-from .routes import artifacts, chat, models, service, training_jobs
+from .routes import artifacts, models, service, training_jobs
 from .settings import Settings
 from .state import Services
 from .store.artifacts import Artifacts

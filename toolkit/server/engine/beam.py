@@ -7,22 +7,13 @@ complete, the best ``n`` others continue; at the end the best ``n`` of all are r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
 from .codec import Codec
 from .events import Delta, Finished
+from .request import Request
 from .runner import Runner
-
-if TYPE_CHECKING:
-    from .engine import Request
-
-
-@dataclass(frozen=True)
-class BeamParams:
-    width: int
-    length_penalty: float = 1.0
 
 
 @dataclass

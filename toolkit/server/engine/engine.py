@@ -14,56 +14,23 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from .beam import BeamJob, BeamParams
+from .beam import BeamJob
 from .codec import Codec, IncrementalText
 from .events import Delta, Event, Failed, Finished, PromptLogprob, Started, TopLogprobs
 from .model import BaseModelSpec, load_model
 from .prefix_cache import BLOCK, PrefixCache, block_keys
+from .request import Request, Weights
 from .runner import Runner, SlotCache
-from .sampling import SamplingParams, StepResult, sample
-from .structured import Compiler, GuidedRow
+from .sampling import StepResult, sample
+from .structured import Compiler
 
 log = logging.getLogger("toolkit.engine")
-TORCH_THREADS = 2
+ENGINE_THREADS = 2
 LOADED_WEIGHTS = 3
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Which weights serve a request: the base model's, or a checkpoint folder's."""
-
-    key: str  # "base" or a checkpoint id
-    folder: Path | None = None
-
-
-@dataclass
-class Request:
-    """One chat completion in engine terms (``n`` sequences sharing one prompt)."""
-
-    id: str
-    weights: Weights
-    prompt_ids: list[int]
-    params: list[SamplingParams]  # one per choice
-    guides: list[GuidedRow | None]
-    stream: bool
-    priority: int = 0
-    cache_scope: str | None = None  # None: no prefix-cache sharing
-    prompt_logprobs: int | None = None
-    beam: BeamParams | None = None
-    arrival: float = field(default_factory=time.monotonic)
-    sink: Callable[[Event], None] = lambda event: None
-    cancelled: bool = False
-
-    def emit(self, event: Event) -> None:
-        if not self.cancelled:
-            self.sink(event)
 
 
 class Sequence:
@@ -119,7 +86,17 @@ class Batch:
 
 
 class Engine:
-    """Serves one base model and its checkpoints."""
+    """Serves one base model and its checkpoints, on :attr:`device` (where its weights are).
+
+    Threads: the scheduler thread sets torch's intra-op thread count to ``threads`` when it starts
+    (:meth:`start`), never at import or construction. torch keeps that count per calling thread (and
+    takes the latest one as the default of threads that have not run an op yet), so the training
+    job worker, which sets its own count when a job starts, is unaffected by the engine's choice.
+    The default, ``ENGINE_THREADS = 2``, suits the tiny built-in model (more threads only add
+    overhead) and the 2-core machines the toolkit targets: while a job trains and the engine decodes,
+    each keeps two threads and the OS shares the cores, rather than one starving the other.
+    torch's inter-op pool is left alone (nothing here forks ops).
+    """
 
     def __init__(
         self,
@@ -128,8 +105,10 @@ class Engine:
         *,
         max_num_seqs: int = 32,
         priority_scheduling: bool = False,
+        threads: int = ENGINE_THREADS,
     ) -> None:
         self.spec, self.codec = spec, codec
+        self.threads = threads
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
         self.priority_scheduling = priority_scheduling
@@ -143,20 +122,27 @@ class Engine:
         self._stopping = False
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
-        torch.set_num_threads(TORCH_THREADS)
-        self.vocab_size = self.runner(Weights("base")).vocab_size
+        base = self.runner(Weights("base"))
+        self.vocab_size = base.vocab_size
+        self.device: torch.device = base.device
 
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
     def for_model(
-        cls, spec: BaseModelSpec, *, max_num_seqs: int = 32, priority_scheduling: bool = False
+        cls,
+        spec: BaseModelSpec,
+        *,
+        max_num_seqs: int = 32,
+        priority_scheduling: bool = False,
+        threads: int = ENGINE_THREADS,
     ) -> Engine:
         return cls(
             spec,
             Codec.from_folder(spec.folder),
             max_num_seqs=max_num_seqs,
             priority_scheduling=priority_scheduling,
+            threads=threads,
         )
 
     def start(self) -> None:
@@ -207,7 +193,7 @@ class Engine:
         return sum(len(b.seqs) for b in self._batches.values()) + sum(j.width for j in self._beams)
 
     def _loop(self) -> None:
-        torch.set_num_threads(TORCH_THREADS)
+        torch.set_num_threads(self.threads)
         while True:
             with self._wake:
                 while not self._stopping and not self._inbox and not self._waiting and not self._running():

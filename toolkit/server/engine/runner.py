@@ -94,6 +94,7 @@ class Runner:
         self.cos, self.sin = cos[0].float(), sin[0].float()
         self.vocab_size = int(self.lm_head.out_features)
         self.dtype = self.embed.weight.dtype
+        self.device = self.embed.weight.device
 
     def new_cache(self) -> SlotCache:
         return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0])

@@ -13,7 +13,8 @@ import orjson
 from starlette.concurrency import run_in_threadpool
 
 from ...types.traces import CompletedCall, CompletionsCreateReq, EndedCall, StartedCall
-from ..chat_service import create_chat_completion, stream_chat_completion
+from ..chat.responses import create_chat_completion
+from ..chat.streaming import stream_chat_completion
 from ..errors import ApiError
 from ..state import Services
 from ..store.users import User

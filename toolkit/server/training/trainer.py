@@ -22,6 +22,7 @@ from .loss import LossInputs, policy_loss
 from .sequences import ChatFormat, Sample, pack, rl_samples
 
 GRAD_CLIP = 1.0
+TRAINER_THREADS = 2
 BETAS: dict[JobKind, tuple[float, float]] = {"rl": (0.9, 0.99), "sft": (0.9, 0.95)}
 
 StepHook = Callable[[dict[str, float]], None]
@@ -50,7 +51,6 @@ class Trainer:
     """Loads policies (reusing the one in memory when it is at the wanted step) and runs steps."""
 
     def __init__(self) -> None:
-        torch.set_num_threads(2)
         self._policy: Policy | None = None
         self._formats: dict[str, ChatFormat] = {}
 
@@ -60,6 +60,9 @@ class Trainer:
         return self._formats[spec.name]
 
     def policy(self, model_id: str, step: int, spec: BaseModelSpec, weights: Path | None) -> Policy:
+        """The policy a job trains. Every job asks for it before its forward passes, in the job worker
+        thread, which then trains on ``TRAINER_THREADS`` torch threads whatever the engine chose."""
+        torch.set_num_threads(TRAINER_THREADS)
         current = self._policy
         if current is None or current.model_id != model_id or current.step != step:
             current = Policy(model_id, step, load_model(spec, weights))

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import LocalServer
 from toolkit.client import APIError
-from toolkit.server.chat_service import EngineError
-from toolkit.server.routes.chat import _sse
+from toolkit.server.chat.errors import EngineError
+from toolkit.server.chat.routes import sse_events
 from toolkit.types.chat import ChatCompletionChunk
 
 USER = [{"role": "user", "content": "Tell me a story."}]
@@ -130,7 +130,7 @@ async def test_a_failure_after_the_stream_began_is_an_error_event_then_done() ->
 
     chunks = failing()
     first = await anext(chunks)
-    events = [e async for e in _sse(first, chunks)]
+    events = [e async for e in sse_events(first, chunks)]
     assert events[1:] == [
         'data: {"error":{"message":"Internal server error","type":"InternalServerError","param":null,'
         '"code":500}}\n\n',

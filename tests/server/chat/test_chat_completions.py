@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-import torch
+from chat_helpers import USER, chat, text
 
 from conftest import LocalServer
-from toolkit.server.engine.model import BUILTIN_NAME, ensure_builtin, load_model, save_weights
-from toolkit.server.store.db import Database
-from toolkit.server.store.migrations import MIGRATIONS
-from toolkit.server.store.models import Models
+from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.types.training import Choice
 
-USER = [{"role": "user", "content": "Say something."}]
 A, B, C = ord("a"), ord("b"), ord("c")
-
-
-def chat(http: httpx.Client, **body: Any) -> dict[str, Any]:
-    r = http.post("/v1/chat/completions", json={"messages": USER, **body})
-    assert r.status_code == 200, r.text
-    result: dict[str, Any] = r.json()
-    return result
-
-
-def text(resp: dict[str, Any], i: int = 0) -> str:
-    return str(resp["choices"][i]["message"]["content"])
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The served base model (built from the same seed), loaded here to check log-probabilities."""
-    return load_model(ensure_builtin(tmp_path_factory.mktemp("base")))
 
 
 def test_response_has_vllm_shape_and_usage_adds_up(http: httpx.Client) -> None:
@@ -138,84 +114,25 @@ def test_special_tokens_in_the_text_when_not_skipped(http: httpx.Client) -> None
     assert text(chat(http, **{**body, "skip_special_tokens": True})) == ""
 
 
-def test_penalties_and_sampling_filters_are_accepted(http: httpx.Client) -> None:
-    resp = chat(
-        http,
-        max_tokens=10,
-        seed=8,
-        temperature=0.8,
-        top_p=0.9,
-        top_k=20,
-        min_p=0.01,
-        presence_penalty=0.5,
-        frequency_penalty=0.5,
-        repetition_penalty=1.2,
-    )
-    assert resp["usage"]["completion_tokens"] >= 1
+def test_sampling_filters_at_their_limits_keep_only_the_most_likely_token(http: httpx.Client) -> None:
+    greedy = text(chat(http, max_tokens=12, temperature=0, ignore_eos=True))
+    body = {"max_tokens": 12, "seed": 3, "temperature": 1.0, "ignore_eos": True}
+    for narrow in ({"top_k": 1}, {"top_p": 1e-6}, {"min_p": 1.0}):
+        assert text(chat(http, **body, **narrow)) == greedy, narrow
+    assert text(chat(http, **body, top_k=20, top_p=0.9, min_p=0.01)) != greedy
 
 
-def test_logprobs_are_the_models_log_probabilities(http: httpx.Client, model: Any) -> None:
-    resp = chat(
-        http,
-        max_tokens=6,
-        temperature=0,
-        ignore_eos=True,
-        logprobs=True,
-        top_logprobs=5,
-        return_token_ids=True,
-    )
-    prompt, tokens = resp["prompt_token_ids"], resp["choices"][0]["token_ids"]
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + tokens])).logits[0].log_softmax(-1)
-    entries = resp["choices"][0]["logprobs"]["content"]
-    assert len(entries) == len(tokens)
-    for pos, (entry, token) in enumerate(zip(entries, tokens, strict=True)):
-        expected = logits[len(prompt) + pos - 1]
-        assert entry["logprob"] == pytest.approx(float(expected[token]), abs=1e-3)
-        tops = entry["top_logprobs"]
-        assert len(tops) == 5
-        assert [t["logprob"] for t in tops] == sorted((t["logprob"] for t in tops), reverse=True)
-        assert tops[0]["logprob"] == pytest.approx(
-            entry["logprob"]
-        )  # greedy: the sampled token is the top one
-        assert tops[-1]["logprob"] == pytest.approx(float(expected.topk(5).values[-1]), abs=1e-3)
-        assert entry["bytes"] == list(entry["token"].encode())
-
-
-def test_sampled_token_comes_first_in_top_logprobs(http: httpx.Client) -> None:
-    resp = chat(http, max_tokens=8, seed=11, ignore_eos=True, logprobs=True, top_logprobs=2)
-    for entry in resp["choices"][0]["logprobs"]["content"]:
-        assert entry["top_logprobs"][0]["logprob"] == entry["logprob"]
-    none = chat(http, max_tokens=3, logprobs=True)
-    assert all(e["top_logprobs"] == [] for e in none["choices"][0]["logprobs"]["content"])
-
-
-def test_prompt_logprobs_echo_and_token_id_strings(http: httpx.Client) -> None:
-    resp = chat(http, max_tokens=2, prompt_logprobs=2, return_token_ids=True)
-    prompt_lp = resp["prompt_logprobs"]
-    assert prompt_lp[0] is None and len(prompt_lp) == len(resp["prompt_token_ids"])
-    for token, entry in zip(resp["prompt_token_ids"][1:], prompt_lp[1:], strict=True):
-        assert str(token) in entry
-        assert set(entry[str(token)]) == {"logprob", "rank", "decoded_token"}
-    messages = [*USER, {"role": "assistant", "content": "Once"}]
-    echoed = http.post(
-        "/v1/chat/completions",
-        json={
-            "messages": messages,
-            "add_generation_prompt": False,
-            "continue_final_message": True,
-            "echo": True,
-            "max_tokens": 3,
-        },
-    ).json()
-    assert text(echoed).startswith("Once")
-    as_ids = chat(
-        http, max_tokens=3, logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True, ignore_eos=True
-    )
-    for entry in as_ids["choices"][0]["logprobs"]["content"]:
-        assert entry["token"].startswith("token_id:") and entry["top_logprobs"][0]["token"].startswith(
-            "token_id:"
-        )
+def test_penalties_spread_the_tokens(http: httpx.Client) -> None:
+    body = {"max_tokens": 20, "temperature": 0, "allowed_token_ids": [A, B, C], "ignore_eos": True}
+    plain = text(chat(http, **body))
+    assert len(set(plain)) < len(set(text(chat(http, **body, presence_penalty=2.0)))) == 3
+    spread = text(chat(http, **body, frequency_penalty=2.0))
+    counts = [spread.count(ch) for ch in "abc"]
+    assert len(spread) == 20 and max(counts) - min(counts) <= 2, spread
+    greedy = {"max_tokens": 12, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    repeated = chat(http, **greedy)["choices"][0]["token_ids"]
+    penalised = chat(http, **greedy, repetition_penalty=5.0)["choices"][0]["token_ids"]
+    assert len(set(repeated)) < len(set(penalised)) == 12
 
 
 def test_truncate_prompt_tokens_keeps_the_last_tokens(http: httpx.Client) -> None:
@@ -244,14 +161,13 @@ def test_prefix_cache_is_real_and_scoped_by_salt_and_user(server: LocalServer, h
 
 
 def test_beam_search_returns_n_best_beams(http: httpx.Client) -> None:
-    body = {"max_tokens": 5, "n": 2, "use_beam_search": True, "temperature": 0, "length_penalty": 1.0}
+    body = {"max_tokens": 5, "n": 2, "use_beam_search": True, "temperature": 0, "return_token_ids": True}
     first, second = chat(http, **body), chat(http, **body)
-    assert len(first["choices"]) == 2
-    assert [text(first, i) for i in range(2)] == [text(second, i) for i in range(2)]
-    assert (
-        text(first, 0) != text(first, 1)
-        or first["choices"][0]["token_ids"] != first["choices"][1]["token_ids"]
-    )
+    beams = [c["token_ids"] for c in first["choices"]]
+    assert [c["token_ids"] for c in second["choices"]] == beams
+    assert len(beams) == 2 and all(len(b) == 5 for b in beams) and beams[0] != beams[1]
+    assert [c["finish_reason"] for c in first["choices"]] == ["length", "length"]
+    assert first["usage"]["completion_tokens"] == 10
 
 
 def test_registered_logits_processors_apply(http: httpx.Client) -> None:
@@ -308,90 +224,14 @@ def test_usage_is_recorded_per_project_and_model(server: LocalServer) -> None:
 
 
 def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) -> None:
-    done = threading.Event()
-
-    def long_request() -> None:
-        with server.http() as client:
-            client.post(
-                "/v1/chat/completions", json={"messages": USER, "max_tokens": 400, "ignore_eos": True}
-            )
-        done.set()
-
-    worker = threading.Thread(target=long_request)
-    worker.start()
-    try:
-        answered = 0
-        while not done.is_set() and answered < 3:
+    body = {"messages": USER, "max_tokens": 200, "ignore_eos": True, "stream": True}
+    with server.http() as client, client.stream("POST", "/v1/chat/completions", json=body) as stream:
+        events = (line for line in stream.iter_lines() if line.startswith("data: "))
+        assert '"role"' in next(events) and '"role"' not in next(events)  # decoding has begun
+        for _ in range(3):
             assert http.get("/v1/health").status_code == 200
-            answered += 1
-        assert answered >= 1
-    finally:
-        worker.join()
-
-
-# ----------------------------------------------------------------------------- served names
-
-
-@pytest.fixture(scope="module")
-def trained(server: LocalServer, http_module: httpx.Client) -> Iterator[dict[str, Any]]:
-    """A model with step-1 and step-2 checkpoints whose weights differ from the base, written the way
-    training writes them (weights folder, then a checkpoint row)."""
-    name = f"chat-{uuid.uuid4().hex[:8]}"
-    r = http_module.post(
-        "/v1/preview/models", json={"project": "proj", "name": name, "base_model": BUILTIN_NAME}
-    )
-    assert r.status_code == 200, r.text
-    model_row = r.json()
-    db = Database(server.data_dir / "toolkit.db", MIGRATIONS)
-    weights = load_model(ensure_builtin(server.data_dir))
-    for step in (1, 2):
-        folder = server.data_dir / "checkpoints" / model_row["id"] / f"step{step}"
-        folder.mkdir(parents=True)
-        with torch.no_grad():
-            for p in weights.parameters():
-                p.add_(torch.randn_like(p) * 0.5)
-        save_weights(weights, folder / "model.safetensors")
-        Models(db).add_checkpoint(model_row["id"], step, str(folder), {})
-    db.close()
-    yield model_row
-
-
-@pytest.fixture(scope="module")
-def http_module(server: LocalServer) -> Iterator[httpx.Client]:
-    with server.http() as client:
-        yield client
-
-
-def test_every_name_of_a_checkpoint_is_served(http: httpx.Client, trained: dict[str, Any]) -> None:
-    name, entity = trained["name"], trained["entity"]
-    greedy = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
-    step1, step2 = chat(http, model=f"{name}:step1", **greedy), chat(http, model=f"{name}:step2", **greedy)
-    assert step1["model"] == f"{name}:step1"
-    assert text(chat(http, model=f"wandb-artifact:///{entity}/proj/{name}:step1", **greedy)) == text(step1)
-    for latest in (name, f"{name}:latest", trained["id"], f"wandb-artifact:///{entity}/proj/{name}"):
-        assert text(chat(http, model=latest, **greedy)) == text(step2), latest
-    base = chat(http, model=f"{name}:step0", **greedy)
-    assert text(base) == text(chat(http, **greedy))
-    assert len({text(base), text(step1), text(step2)}) == 3
-    served = {m["id"] for m in http.get("/v1/models").json()["data"]}
-    assert {name, f"{name}:step0", f"{name}:step1", f"{name}:step2"} <= served
-
-
-def test_a_deleted_checkpoint_stops_being_served(http: httpx.Client, trained: dict[str, Any]) -> None:
-    name = trained["name"]
-    chat(http, model=f"{name}:step1", max_tokens=1)
-    r = http.request("DELETE", f"/v1/preview/models/{trained['id']}/checkpoints", json={"steps": [1]})
-    assert r.status_code == 200, r.text
-    gone = http.post("/v1/chat/completions", json={"messages": USER, "model": f"{name}:step1"})
-    assert gone.status_code == 404
-    assert gone.json() == {
-        "error": {
-            "message": f"The model `{name}:step1` does not exist.",
-            "type": "NotFoundError",
-            "param": "model",
-            "code": 404,
-        }
-    }
+        rest = list(events)
+    assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2]
 
 
 # ----------------------------------------------------------------------------- client
@@ -400,13 +240,15 @@ def test_a_deleted_checkpoint_stops_being_served(http: httpx.Client, trained: di
 def test_client_sync_async_and_trainable_choice(server: LocalServer) -> None:
     with server.client() as client:
         completion = client.chat.completions.create(
-            messages=USER, max_tokens=4, logprobs=True, return_token_ids=True, seed=1
+            messages=USER, max_tokens=4, logprobs=True, return_token_ids=True, seed=1, ignore_eos=True
         )
     choice = completion.trainable_choice(0)
     assert isinstance(choice, Choice)
-    assert choice.token_ids == completion.choices[0].token_ids and choice.prompt_token_ids
+    assert choice.token_ids is not None and len(choice.token_ids) == 4
+    assert choice.token_ids == completion.choices[0].token_ids
+    assert choice.prompt_token_ids == completion.prompt_token_ids and choice.prompt_token_ids
     assert choice.logprobs is not None and choice.logprobs.content is not None
-    assert len(choice.logprobs.content) == len(choice.token_ids or [])
+    assert len(choice.logprobs.content) == 4
     assert choice.message.content == completion.choices[0].message.content
 
 

@@ -1,4 +1,4 @@
-"""``POST /v1/chat/completions`` (JSON or Server-Sent Events) and ``GET /v1/usage``.
+"""``POST /v1/chat/completions`` (JSON, or Server-Sent Events when ``stream``) and ``GET /v1/usage``.
 
 Extension: ``GET /v1/usage[?project=team/project]`` lists the caller's chat usage per team/project
 (the ``OpenAI-Project`` header of each request, default ``<user>/inference``) and model.
@@ -15,17 +15,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...types.chat import ChatCompletionChunk, ProjectUsage, UsageReport
 from ..auth import current_user
-from ..chat_service import (
-    EngineError,
-    EngineRejected,
-    InvalidRequest,
-    create_chat_completion,
-    parse_request,
-    stream_chat_completion,
-)
 from ..errors import ApiError
 from ..state import Services, services
 from ..store.users import User
+from .checks import parse_request
+from .errors import EngineError, EngineRejected, InvalidRequest
+from .responses import create_chat_completion
+from .streaming import stream_chat_completion
 
 router = APIRouter()
 DONE = "data: [DONE]\n\n"
@@ -38,7 +34,7 @@ def _error_event(exc: ApiError) -> str:
     return f"data: {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
 
-async def _sse(
+async def sse_events(
     first: ChatCompletionChunk | None, rest: AsyncIterator[ChatCompletionChunk]
 ) -> AsyncIterator[str]:
     """Chunks as events, then ``[DONE]``; a failure after the start is an error event, then ``[DONE]``."""
@@ -89,7 +85,7 @@ async def chat_completions(
         return StreamingResponse(_rejected(exc), media_type="text/event-stream")
     except StopAsyncIteration:
         first = None
-    return StreamingResponse(_sse(first, chunks), media_type="text/event-stream")
+    return StreamingResponse(sse_events(first, chunks), media_type="text/event-stream")
 
 
 @router.get("/v1/usage", response_model=UsageReport)

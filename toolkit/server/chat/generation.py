@@ -1,0 +1,33 @@
+"""One prepared request on the engine: its events, delivered on the caller's event loop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from ..engine.engine import Engine
+from ..engine.events import Event, Failed, Finished
+from ..errors import NotFound
+from ..state import Services
+from .errors import EngineError
+from .prepare import Prepared
+
+
+async def generate(svc: Services, prep: Prepared) -> AsyncIterator[Event]:
+    """The engine's events of ``prep`` until every choice finished; the request is cancelled if the
+    consumer stops early. A failure is raised: 404 if the checkpoint went away, else a 500."""
+    engine: Engine = svc.engine
+    queue = engine.submit(prep.job)
+    remaining = len(prep.job.params)
+    try:
+        while remaining:
+            event = await queue.get()
+            if isinstance(event, Failed):
+                if isinstance(event.error, FileNotFoundError):  # checkpoint deleted since it was resolved
+                    raise NotFound(f"The model `{prep.model}` does not exist.", param="model")
+                raise EngineError("Internal server error")
+            if isinstance(event, Finished):
+                remaining -= 1
+            yield event
+    finally:
+        if remaining:
+            engine.cancel(prep.job)

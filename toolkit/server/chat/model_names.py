@@ -1,0 +1,95 @@
+"""Which weights a request's ``model`` names: the base model, or a checkpoint of one of the user's models.
+
+Names: the base model's name (or none), ``<name|id>[:step<N>|:latest]``, and
+``wandb-artifact:///<entity>/<project>/<name>[:step<N>|:latest]`` as ART clients send. A bare name is
+unique per entity and project only: when the user has it in several projects, the request's
+``OpenAI-Project`` header (``team/project``, or ``project``) chooses among them; otherwise the answer
+is a 400 naming each candidate in its ``wandb-artifact:///`` form, never a silent pick.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ...types.training import Model
+from ..engine.engine import Engine
+from ..engine.request import Weights
+from ..errors import BadRequest, NotFound
+from ..state import Services
+from ..store.users import User
+
+ARTIFACT_PREFIX = "wandb-artifact:///"
+_STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
+
+
+def resolve_model(svc: Services, user: User, name: str | None, project: str | None = None) -> Weights:
+    """The weights ``name`` serves; ``project`` is the ``OpenAI-Project`` header, if any.
+
+    Unknown or deleted: 404 as vLLM answers it; a bare name in several projects: 400 (see module)."""
+    engine: Engine = svc.engine
+    if not name or name == engine.spec.name:
+        return Weights("base")
+    missing = NotFound(f"The model `{name}` does not exist.", param="model")
+    if name.startswith(ARTIFACT_PREFIX):
+        parts = name[len(ARTIFACT_PREFIX) :].split("/")
+        if len(parts) != 3 or not all(parts):
+            raise missing
+        entity, project_name, ref = parts
+        ref, suffix, step = _split_step(ref)
+        model = svc.models.find(user, entity=entity, project=project_name, name=ref)
+    else:
+        ref, suffix, step = _split_step(name)
+        model = _by_name(svc, user, ref, suffix, project)
+        if model is None:
+            try:
+                model = svc.models.get(user, ref)
+            except NotFound:
+                model = None
+    if model is None or model.base_model != engine.spec.name:
+        raise missing
+    row = (
+        svc.models.checkpoint_at(model.id, step)
+        if step is not None
+        else svc.models.latest_checkpoint(model.id)
+    )
+    if row is None:
+        raise missing
+    if row.path is None:
+        return Weights("base")
+    folder = Path(row.path)
+    if not (folder / "model.safetensors").exists():
+        raise missing
+    return Weights(row.id, folder)
+
+
+def artifact_name(model: Model, suffix: str = "") -> str:
+    """``wandb-artifact:///<entity>/<project>/<name><suffix>``: the name that is never ambiguous."""
+    return f"{ARTIFACT_PREFIX}{model.entity}/{model.project}/{model.name}{suffix}"
+
+
+def _split_step(ref: str) -> tuple[str, str, int | None]:
+    """``name:step3`` -> ("name", ":step3", 3); ``name:latest`` -> ("name", ":latest", None)."""
+    match = _STEP.match(ref)
+    if match is None:
+        return ref, "", None
+    step = match["step"]
+    return match["name"], match["suffix"], int(step) if step is not None else None
+
+
+def _by_name(svc: Services, user: User, name: str, suffix: str, project: str | None) -> Model | None:
+    """The user's served model called ``name``: the only one, or the one in the header's project."""
+    engine: Engine = svc.engine
+    candidates = [m for m in svc.models.all(user) if m.name == name and m.base_model == engine.spec.name]
+    if len(candidates) > 1 and project and project.strip():
+        entity, _, project_name = project.strip().rpartition("/")
+        within = [m for m in candidates if m.project == project_name and entity in ("", m.entity)]
+        candidates = within or candidates
+    if len(candidates) > 1:
+        names = ", ".join(artifact_name(m, suffix) for m in candidates)
+        raise BadRequest(
+            f"The model name `{name}{suffix}` matches models in several projects: {names}. Send one of "
+            "these names, or the header `OpenAI-Project: <entity>/<project>` naming the project.",
+            param="model",
+        )
+    return candidates[0] if candidates else None

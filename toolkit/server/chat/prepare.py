@@ -1,0 +1,182 @@
+"""A checked request turned into an engine request (:func:`prepare`): checks in vLLM's order, the
+weights, the prompt rendered with the chat template and tokenized, the generation settings."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..._version import __version__
+from ...types.chat import ChatCompletionRequest
+from ..engine.engine import Engine
+from ..engine.request import BeamParams, Request
+from ..engine.structured import ConstraintError, GuidedRow, regex_for
+from ..engine.template import TemplateError, render_chat
+from ..state import Services
+from ..store.usage import ChatUsage
+from ..store.users import User
+from .checks import check_tool_choice, engine_checks, parse_request
+from .errors import EngineRejected, invalid
+from .model_names import resolve_model
+from .sampling_options import constraint, logits_processors, sampling_params
+
+
+@dataclass
+class Prepared:
+    """A checked request, ready for the engine, and what its response needs."""
+
+    req: ChatCompletionRequest
+    job: Request
+    model: str
+    id: str
+    created: int
+    role: str
+    echo: str | None
+    fingerprint: str
+    user: User
+    project: str  # the team/project its usage is recorded under
+
+
+def prepare(
+    svc: Services, user: User, body: Any, project: str | None, stream: bool | None = None
+) -> Prepared:
+    """Check a request in vLLM's order and turn it into an engine request (blocking: run in a thread).
+
+    ``project`` is the ``OpenAI-Project`` header: usage is recorded under it, and it chooses among
+    models of the same name; ``stream`` overrides the body's ``stream``."""
+    r = parse_request(body)
+    if stream is not None and bool(r.stream) != stream:
+        r.stream = stream
+    engine: Engine = svc.engine
+    weights = resolve_model(svc, user, r.model, project)
+    if r.priority != 0 and not engine.priority_scheduling:
+        raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
+    check_tool_choice(r)
+    if r.mm_processor_kwargs:
+        raise invalid(
+            "Per-request mm_processor_kwargs are disabled by default: the served model takes text only.",
+            "mm_processor_kwargs",
+        )
+    prompt = engine.codec.encode(_render(svc, r), add_special_tokens=r.add_special_tokens)
+    max_len = engine.spec.max_model_len
+    if r.truncate_prompt_tokens is not None:
+        if r.truncate_prompt_tokens > max_len:
+            raise invalid(
+                f"truncate_prompt_tokens={r.truncate_prompt_tokens} cannot be greater than max_model_len = "
+                f"{max_len}. Please request a smaller truncation size."
+            )
+        keep = max_len - 1 if r.truncate_prompt_tokens == -1 else r.truncate_prompt_tokens
+        if keep > 0:
+            prompt = prompt[-keep:]
+    if not prompt:
+        raise invalid("The decoder prompt cannot be empty")
+    if len(prompt) > max_len:
+        raise invalid(
+            f"This model's maximum context length is {max_len} tokens. However, your prompt contains "
+            f"{len(prompt)} input tokens, which exceeds this limit even without any output tokens. Please "
+            "reduce the length of the input prompt.",
+            "input_tokens",
+            len(prompt),
+        )
+    requested = r.max_completion_tokens if r.max_completion_tokens is not None else r.max_tokens
+    if requested is not None and requested > max_len:
+        field = "max_completion_tokens" if r.max_completion_tokens is not None else "max_tokens"
+        raise invalid(
+            f"max_tokens={requested} cannot be greater than max_model_len={max_len}. Please request fewer "
+            "output tokens.",
+            field,
+            requested,
+        )
+    defaults = engine.spec.generation_defaults
+    if requested is None:
+        requested = defaults.get("max_tokens")
+    max_tokens = min(max_len - len(prompt), requested if requested is not None else max_len)
+    n = 1 if r.n is None else r.n
+    params = sampling_params(r, max_tokens, n, defaults)
+    params.logits_processors = logits_processors(r, engine.vocab_size)
+    structured = constraint(r)
+    prompt_logprobs = r.prompt_logprobs
+    if r.echo and prompt_logprobs is None and r.logprobs and not r.stream:
+        prompt_logprobs = r.top_logprobs or 0
+    if r.logprobs:
+        params.logprobs = r.top_logprobs or 0
+    params.bad_words_ids = engine_checks(engine, r, params)
+    guides: list[GuidedRow | None] = [None] * n
+    if structured is not None:
+        kind, value, whitespace = structured
+        try:
+            index = engine.compiler.index(regex_for(kind, value, whitespace))
+        except ConstraintError as exc:
+            raise EngineRejected(str(exc), param="structured_outputs") from None
+        guides = [engine.compiler.row(index) for _ in range(n)]
+    per_choice = [
+        params if i == 0 else replace(params, seed=None if params.seed is None else params.seed + i)
+        for i in range(n)
+    ]
+    request_id = r.request_id or uuid.uuid4().hex[:16]
+    last_role = str(r.messages[-1].get("role", "assistant")) if r.messages else "assistant"
+    role = "assistant" if r.add_generation_prompt else last_role
+    echo = None
+    if r.echo and r.messages and r.messages[-1].get("role") == role:
+        content = r.messages[-1].get("content")
+        echo = (
+            content
+            if isinstance(content, str)
+            else "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+        )
+    job = Request(
+        id=request_id,
+        weights=weights,
+        prompt_ids=prompt,
+        params=per_choice,
+        guides=guides,
+        stream=bool(r.stream),
+        priority=r.priority,
+        cache_scope=f"{user.id}|{r.cache_salt or ''}",
+        prompt_logprobs=prompt_logprobs,
+        beam=BeamParams(n, r.length_penalty) if r.use_beam_search else None,
+    )
+    name = r.model or engine.spec.name
+    return Prepared(
+        req=r,
+        job=job,
+        model=name,
+        id=f"chatcmpl-{request_id}",
+        created=int(time.time()),
+        role=role,
+        echo=echo,
+        fingerprint=f"toolkit-{__version__}-{hashlib.sha256(engine.spec.name.encode()).hexdigest()[:8]}",
+        user=user,
+        project=ChatUsage.project_of(user, project),
+    )
+
+
+def _render(svc: Services, r: ChatCompletionRequest) -> str:
+    """The prompt text: the served model's chat template (or a trusted request's own), in the sandbox."""
+    engine: Engine = svc.engine
+    kwargs = dict(r.chat_template_kwargs or {})
+    requested = r.chat_template or kwargs.pop("chat_template", None)
+    if requested and not svc.settings.trust_request_chat_template:
+        raise invalid(
+            "Chat template is passed with request, but --trust-request-chat-template is not set. "
+            "Refused request with untrusted chat template."
+        )
+    for reserved in ("messages", "add_generation_prompt", "continue_final_message", "tools", "documents"):
+        kwargs.pop(reserved, None)
+    if r.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", r.reasoning_effort)
+    try:
+        return render_chat(
+            requested or engine.spec.chat_template,
+            r.messages,
+            add_generation_prompt=r.add_generation_prompt,
+            continue_final_message=r.continue_final_message,
+            tools=r.tools,
+            documents=r.documents,
+            **kwargs,
+        )
+    except (TemplateError, TypeError, ValueError) as exc:
+        raise invalid(str(exc)) from None
