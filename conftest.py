@@ -3,6 +3,9 @@
 Notebooks call ``tk.connect()`` with no configuration, which starts the local server of
 ``$TOOLKIT_DATA_DIR``. Point that at a temporary folder for the test session and stop the server
 it started at the end, so no test run leaves a server behind or touches ``~/.toolkit``.
+
+Tests marked ``after_notebooks`` (the notebook re-run) are moved behind every other item, so they
+find the data folder that nbval's run of the notebooks left behind.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from pathlib import Path
 import pytest
 
 _DATA_DIR = "_toolkit_session_data_dir"
+_NBVAL_NOTEBOOKS = pytest.StashKey[frozenset[Path]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "after_notebooks: runs after the notebooks (nbval) of the session")
     folder = tempfile.mkdtemp(prefix="toolkit-session-")
     os.environ["TOOLKIT_DATA_DIR"] = folder
     for name in (
@@ -42,3 +47,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     with suppress(FileNotFoundError, ValueError, KeyError, ProcessLookupError):
         pid = int(json.loads((Path(folder) / "server.json").read_text())["pid"])
         os.kill(pid, signal.SIGTERM)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[_NBVAL_NOTEBOOKS] = frozenset(item.path for item in items if item.path.suffix == ".ipynb")
+    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # stable
+
+
+@pytest.fixture(scope="session")
+def notebooks_run_by_nbval(pytestconfig: pytest.Config) -> frozenset[Path]:
+    """The notebooks nbval runs in this session (before any ``after_notebooks`` test)."""
+    return pytestconfig.stash.get(_NBVAL_NOTEBOOKS, frozenset())

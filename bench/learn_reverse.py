@@ -4,7 +4,7 @@ RL step and writes the curve to docs/performance.md ("Learning task").
     python bench/learn_reverse.py                 # starts its own server in a temp folder
     python bench/learn_reverse.py --url URL --key KEY --steps 100 --no-write
 
-The recipe is the one measured with a plain PyTorch loop in spec/rl-on-cpu.md: SFT at lr 1e-3
+The recipe is the one measured with a plain PyTorch loop (docs/references.md): SFT at lr 1e-3
 (20 warm-up batches, batch 64) to a checkpoint whose sampled (T=1) reward is still low, then PPO
 (clip 0.2) at lr 1e-4 on 8 words x 8 samples per step.
 """
@@ -82,7 +82,7 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
         )
         return job.wait(progress=False).step
 
-    # SFT until the sampled reward leaves the floor (the skill appears abruptly, spec/rl-on-cpu.md)
+    # SFT until the sampled reward leaves the floor (the skill appears abruptly, docs/references.md)
     batches = args.sft_batches
     started = time.perf_counter()
     step = sft(batches, [1e-3 * min(1.0, (i + 1) / 20) for i in range(batches)], seed=0)
@@ -149,8 +149,9 @@ rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), on
 (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
 
 - SFT: {result.sft_batches} batches of 64 at lr 1e-3 (20 warm-up batches); after the first job, jobs of 5
-  batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs (the plain
-  PyTorch loop of spec/rl-on-cpu.md: 130 batches in about 16 s).
+  batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs
+  (the plain PyTorch loop of [references.md](references.md#learning-rates-for-the-built-in-model):
+  130 batches in about 16 s).
 - RL: {steps} steps in {result.rl_seconds:.0f} s, {per_step:.2f} s per step ({rollouts:.2f} s of rollouts, the
   rest the job: packing, gradient steps, checkpoint; held-out evaluations excluded), against 0.43 s
   per step for the plain loop.

@@ -1,0 +1,50 @@
+"""Every notebook passes again in the same data folder, in a fresh kernel.
+
+Notebooks are experiments people re-run: nbval runs each notebook once (``notebooks/`` is a test
+path), then this test runs it a second time in a new kernel (as after a kernel restart) against
+the same ``$TOOLKIT_DATA_DIR``, whose server still holds the first run's models, jobs and traces.
+The root ``conftest.py`` moves it behind the notebooks. A notebook that nbval does not run in this
+session (e.g. ``pytest tests/notebooks``) is run twice here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+CELL_TIMEOUT = 1800.0  # seconds; notebook 03 runs its whole RL loop in one cell
+
+
+class CurrentPython(KernelSpecManager):
+    """Kernels of this interpreter, whatever kernels are installed (nbval's ``--nbval-current-env``)."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
+
+
+def run_notebook(path: Path) -> None:
+    """Run every cell in a new kernel started in the notebook's folder; raises on the first error."""
+    kernel = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=CurrentPython())
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(
+        notebook, km=kernel, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+
+
+def test_the_notebooks_are_found() -> None:
+    assert NOTEBOOKS and all(p.name[:2].isdigit() for p in NOTEBOOKS), NOTEBOOKS
+
+
+@pytest.mark.slow
+@pytest.mark.after_notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_passes_when_run_again(path: Path, notebooks_run_by_nbval: frozenset[Path]) -> None:
+    for _ in range(1 if path in notebooks_run_by_nbval else 2):
+        run_notebook(path)
