@@ -15,12 +15,12 @@ import uvicorn
 from fastapi import FastAPI
 
 from .._version import __version__
+from . import service_routes
+from .body_size_limit import BodySizeLimit
 from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers
-from .jobs import JobQueue
-from .limits import BodySizeLimit
-from .routes import artifacts, chat, models, service, training_jobs
+from .routes import chat
 from .settings import Settings
 from .state import Services
 from .store.artifacts import Artifacts
@@ -33,6 +33,8 @@ from .store.usage import ChatUsage
 from .store.users import Users
 from .traces import routes as trace_routes
 from .traces.service import TraceService
+from .training import routes as training_routes
+from .training.job_worker import JobWorker
 from .training.runner import TrainingRunner
 
 log = logging.getLogger("toolkit.server")
@@ -54,7 +56,7 @@ def open_services(settings: Settings) -> Services:
         models=models_store,
         logs=TrajectoryLogs(db, models_store),
         artifacts=Artifacts(db, settings.data_dir / "artifacts"),
-        jobs=JobQueue(),
+        jobs=JobWorker(),
         base_models={base.name: base},
     )
     svc.trainer = TrainingRunner(db, models_store, Jobs(db), svc.jobs, svc.base_models, svc.checkpoints_dir)
@@ -106,8 +108,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
     install_handlers(app)
-    for module in (service, models, artifacts, training_jobs, chat):
-        app.include_router(module.router)
+    app.include_router(service_routes.router)
+    app.include_router(training_routes.router)
+    app.include_router(chat.router)
     app.include_router(trace_routes.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -9,13 +9,13 @@ from typing import Any
 from fastapi import Request
 
 from .engine.model import BaseModelSpec
-from .jobs import JobQueue
 from .settings import Settings
 from .store.artifacts import Artifacts
 from .store.db import Database
 from .store.logs import TrajectoryLogs
 from .store.models import Models
 from .store.users import Users
+from .training.job_worker import JobWorker
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Services:
     models: Models
     logs: TrajectoryLogs
     artifacts: Artifacts
-    jobs: JobQueue
+    jobs: JobWorker
     base_models: dict[str, BaseModelSpec]
     # Filled in by the engine, trainer and trace service when they start.
     engine: Any = None

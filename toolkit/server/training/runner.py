@@ -32,14 +32,14 @@ from ...types.training import (
 )
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
 from ..errors import Unprocessable
-from ..jobs import JobQueue
-from ..log_metrics import log_metrics, summarise
 from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
-from ..training_data import DATA_FILES, TrainingDataError, iter_conversations
 from .config import SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
+from .data import DATA_FILES, TrainingDataError, iter_conversations
+from .job_worker import JobWorker
+from .log_metrics import log_metrics, summarise
 from .sequences import Sample, UntrainableError
 from .trainer import Policy, Trainer, plan_rl, reward_std_lr_multiplier, run_rl, run_sft, sft_batches
 
@@ -106,7 +106,7 @@ class TrainingRunner:
         db: Database,
         models: Models,
         jobs: Jobs,
-        queue: JobQueue,
+        queue: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
     ) -> None:

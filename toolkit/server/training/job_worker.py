@@ -19,7 +19,7 @@ class Probe:
     error: str | None = None
 
 
-class JobQueue:
+class JobWorker:
     """One worker thread; work items run one at a time in submission order."""
 
     def __init__(self, name: str = "jobs") -> None:

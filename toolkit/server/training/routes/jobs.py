@@ -6,17 +6,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from ...types.training import (
+from ....types.training import (
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     TrainingJob,
     TrainingJobCreated,
     TrainingJobEventList,
 )
-from ..auth import current_user
-from ..state import Services, services
-from ..store.users import User
-from ..training.runner import TrainingRunner
+from ...auth import current_user
+from ...state import Services, services
+from ...store.users import User
+from ..runner import TrainingRunner
 
 router = APIRouter(prefix="/v1/preview")
 

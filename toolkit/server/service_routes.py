@@ -8,12 +8,12 @@ from datetime import datetime
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from ..._version import __version__
-from ...types.chat import ModelCard, ModelCardList
-from ...types.training import ComponentCheck, Health, SystemCheck
-from ..auth import current_user
-from ..state import Services, services
-from ..store.users import User
+from .._version import __version__
+from ..types.chat import ModelCard, ModelCardList
+from ..types.training import ComponentCheck, Health, SystemCheck
+from .auth import current_user
+from .state import Services, services
+from .store.users import User
 
 router = APIRouter()
 
