@@ -42,30 +42,33 @@ LOCAL_USER = "local"
 
 
 def open_services(settings: Settings) -> Services:
+    """Open the stores, load and start the engine, start the job worker and the training runner."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_path, MIGRATIONS)
-    users = Users(db)
-    models_store = Models(db)
+    models = Models(db)
     base: BaseModelSpec = (
         from_folder(settings.base_model) if settings.base_model else ensure_builtin(settings.data_dir)
     )
+    base_models = {base.name: base}
+    engine = Engine.for_model(
+        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
+    )
+    engine.start()
+    job_worker = JobWorker()
     svc = Services(
         settings=settings,
         db=db,
-        users=users,
-        models=models_store,
-        logs=TrajectoryLogs(db, models_store),
+        users=Users(db),
+        models=models,
+        logs=TrajectoryLogs(db, models),
         artifacts=Artifacts(db, settings.data_dir / "artifacts"),
-        jobs=JobWorker(),
-        base_models={base.name: base},
+        usage=ChatUsage(db),
+        base_models=base_models,
+        engine=engine,
+        job_worker=job_worker,
+        trainer=TrainingRunner(db, models, Jobs(db), job_worker, base_models, settings.checkpoints_dir),
+        traces=TraceService(settings.data_dir / "traces.db"),
     )
-    svc.trainer = TrainingRunner(db, models_store, Jobs(db), svc.jobs, svc.base_models, svc.checkpoints_dir)
-    svc.traces = TraceService(settings.data_dir / "traces.db")
-    svc.usage = ChatUsage(db)
-    svc.engine = Engine.for_model(
-        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
-    )
-    svc.engine.start()
     ensure_local_key(svc)
     return svc
 
@@ -102,7 +105,7 @@ def create_app(settings: Settings) -> FastAPI:
             withdraw(settings.server_file)
             svc.engine.stop()
             svc.trainer.stop()
-            svc.jobs.stop()
+            svc.job_worker.stop()
             svc.traces.close()
             svc.db.close()
 

@@ -1,16 +1,16 @@
-"""Health, system check and the servable-model list."""
+"""Service routes: health, the system check and the servable-model list (``/v1/models``)."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
+import torch
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from .._version import __version__
 from ..types.chat import ModelCard, ModelCardList
-from ..types.training import ComponentCheck, Health, SystemCheck
+from ..types.training import AcceleratorCheck, ComponentCheck, Health, SystemCheck
 from .auth import current_user
 from .state import Services, services
 from .store.users import User
@@ -25,19 +25,41 @@ def health(_: User = Depends(current_user)) -> Health:
 
 @router.get("/v1/system-check", response_model=SystemCheck, responses={503: {"model": SystemCheck}})
 def system_check(svc: Services = Depends(services), _: User = Depends(current_user)) -> JSONResponse:
+    """The database's integrity, the training job worker (``cpu_queue``) and the device the engine
+    runs on (``gpu_queue``); 503 when one of them fails."""
+    probe = svc.job_worker.probe()
+    cpu = ComponentCheck(success=probe.success, duration_ms=probe.duration_ms, error=probe.error)
+    result = SystemCheck(
+        api=True, database=database_check(svc), cpu_queue=cpu, gpu_queue=accelerator_check(svc.engine.device)
+    )
+    ok = result.database.success and result.cpu_queue.success and result.gpu_queue.success
+    return JSONResponse(result.model_dump(mode="json"), status_code=200 if ok else 503)
+
+
+def database_check(svc: Services) -> ComponentCheck:
     start = time.perf_counter()
     try:
         ok = svc.db.integrity_ok()
-        database = ComponentCheck(success=ok, error=None if ok else "integrity_check failed")
-    except Exception as exc:  # a broken database is what this endpoint reports
-        database = ComponentCheck(success=False, error=str(exc))
-    database.duration_ms = (time.perf_counter() - start) * 1000
-    probe = svc.jobs.probe()
-    cpu = ComponentCheck(success=probe.success, duration_ms=probe.duration_ms, error=probe.error)
-    gpu = ComponentCheck(success=True, error=None)
-    result = SystemCheck(api=True, database=database, cpu_queue=cpu, gpu_queue=gpu)
-    status = 200 if database.success and cpu.success else 503
-    return JSONResponse(result.model_dump(mode="json"), status_code=status)
+        error = None if ok else "integrity_check failed"
+    except Exception as exc:  # a broken database is what this check reports
+        ok, error = False, str(exc)
+    return ComponentCheck(success=ok, duration_ms=(time.perf_counter() - start) * 1000, error=error)
+
+
+def accelerator_check(device: torch.device) -> AcceleratorCheck:
+    """One small tensor operation on the device the engine really uses."""
+    start = time.perf_counter()
+    try:
+        torch.ones(1, device=device).add_(1).item()
+        error = None
+    except Exception as exc:  # an unusable device is what this check reports
+        error = f"{type(exc).__name__}: {exc}"
+    return AcceleratorCheck(
+        success=error is None,
+        duration_ms=(time.perf_counter() - start) * 1000,
+        error=error,
+        device=str(device),
+    )
 
 
 @router.get("/v1/models", response_model=ModelCardList)
@@ -48,34 +70,28 @@ def list_models(svc: Services = Depends(services), user: User = Depends(current_
         ModelCard(id=name, created=started, root=name, max_model_len=spec.max_model_len)
         for name, spec in svc.base_models.items()
     ]
-    rows = svc.db.conn.execute(
-        "SELECT m.name, m.base_model, m.created_at, c.step, c.created_at AS c_created FROM models m"
-        " JOIN checkpoints c ON c.model_id = m.id WHERE m.user_id = ? ORDER BY m.created_at, c.step",
-        (user.id,),
-    ).fetchall()
     seen: set[str] = set()
-    for row in rows:
-        created = int(datetime.fromisoformat(row["c_created"]).timestamp())
-        max_len = (
-            svc.base_models[row["base_model"]].max_model_len if row["base_model"] in svc.base_models else None
-        )
-        if row["name"] not in seen:
-            seen.add(row["name"])
+    for checkpoint in svc.models.servable(user):
+        created = int(checkpoint.created_at.timestamp())
+        spec = svc.base_models.get(checkpoint.base_model)
+        max_len = spec.max_model_len if spec else None
+        if checkpoint.name not in seen:
+            seen.add(checkpoint.name)
             cards.append(
                 ModelCard(
-                    id=row["name"],
+                    id=checkpoint.name,
                     created=created,
-                    root=row["base_model"],
-                    parent=row["base_model"],
+                    root=checkpoint.base_model,
+                    parent=checkpoint.base_model,
                     max_model_len=max_len,
                 )
             )
         cards.append(
             ModelCard(
-                id=f"{row['name']}:step{row['step']}",
+                id=f"{checkpoint.name}:step{checkpoint.step}",
                 created=created,
-                root=row["base_model"],
-                parent=row["name"],
+                root=checkpoint.base_model,
+                parent=checkpoint.name,
                 max_model_len=max_len,
             )
         )

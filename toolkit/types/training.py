@@ -373,8 +373,14 @@ class ComponentCheck(WireModel):
     error: str | None = None
 
 
+class AcceleratorCheck(ComponentCheck):
+    """The ``gpu_queue`` entry; ``device`` (extension) is the device the chat engine runs on."""
+
+    device: str | None = None
+
+
 class SystemCheck(WireModel):
     api: bool
     database: ComponentCheck
     cpu_queue: ComponentCheck
-    gpu_queue: ComponentCheck
+    gpu_queue: AcceleratorCheck

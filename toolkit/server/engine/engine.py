@@ -130,6 +130,7 @@ class Engine:
         priority_scheduling: bool = False,
     ) -> None:
         self.spec, self.codec = spec, codec
+        self.device = torch.device("cpu")  # where the model runs (the system check reports it)
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
         self.priority_scheduling = priority_scheduling

@@ -10,7 +10,6 @@ and queued jobs run again.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -180,9 +179,7 @@ class TrainingRunner:
     def _recover(self) -> None:
         for job_id in self.jobs.ids_with_status("running"):
             self.jobs.fail(job_id, INTERRUPTED)
-        known = {
-            Path(r[0]) for r in self.db.conn.execute("SELECT path FROM checkpoints WHERE path IS NOT NULL")
-        }
+        known = self.models.checkpoint_folders()
         if self.checkpoints_dir.exists():
             for model_dir in self.checkpoints_dir.iterdir():
                 for folder in model_dir.iterdir() if model_dir.is_dir() else ():
@@ -198,10 +195,8 @@ class TrainingRunner:
         if row is None or row.status != "queued" or row.request is None or self._stopping.is_set():
             return  # gone, cancelled, or left queued for the next start
         try:
-            model = self.db.conn.execute(
-                "SELECT base_model FROM models WHERE id = ?", (row.model_id,)
-            ).fetchone()
-            spec = self.base_models.get(model["base_model"]) if model else None
+            base_model = self.models.base_model_of(row.model_id)
+            spec = self.base_models.get(base_model) if base_model else None
             if spec is None:
                 self.jobs.fail(job_id, "the model's base model is not served by this server")
                 return
@@ -234,6 +229,7 @@ class TrainingRunner:
         return on_step
 
     def _check(self, job_id: str) -> None:
+        self.queue.beat()
         if job_id in self._cancel:
             raise Stop(CANCELLED, "cancelled")
         if self._stopping.is_set():
@@ -268,7 +264,7 @@ class TrainingRunner:
         if cfg.scale_learning_rate_by_reward_std_dev:
             multiplier = reward_std_lr_multiplier(
                 [
-                    *self._metric_history(req.model_id, "train/reward_std_dev"),
+                    *self.models.metric_history(req.model_id, "train/reward_std_dev"),
                     (base.step + 1, extra["reward_std_dev"]),
                 ]
             )
@@ -343,13 +339,6 @@ class TrainingRunner:
         if row is None:
             raise UntrainableError(f"the KL reference checkpoint step {step} does not exist")
         return load_model(spec, Path(row.path) if row.path else None)
-
-    def _metric_history(self, model_id: str, key: str) -> list[tuple[int, float]]:
-        rows = self.db.conn.execute(
-            "SELECT step, metrics FROM checkpoints WHERE model_id = ? ORDER BY step", (model_id,)
-        )
-        history = [(r["step"], json.loads(r["metrics"]).get(key)) for r in rows]
-        return [(s, float(v)) for s, v in history if isinstance(v, int | float)]
 
     def _save(
         self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool

@@ -22,8 +22,7 @@ router = APIRouter(prefix="/v1/preview")
 
 
 def runner(svc: Services = Depends(services)) -> TrainingRunner:
-    trainer: TrainingRunner = svc.trainer
-    return trainer
+    return svc.trainer
 
 
 @router.post("/training-jobs", response_model=TrainingJobCreated)
