@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from art_payloads import ART_0_5_23_CONFIG
+from safetensors.torch import load_file
 from training_helpers import (
     BASE,
     answer_logprob,
@@ -189,6 +191,42 @@ def test_art_0_5_23_body_with_every_key_and_explicit_nulls(server: LocalServer) 
         rejected = http.post("/v1/preview/training-jobs", json=unknown)
         assert rejected.status_code == 422
         assert rejected.json()["detail"][0]["loc"][-1] == "epsilonn"
+
+
+def test_extreme_finite_rewards_never_make_nan_weights(server: LocalServer) -> None:
+    client = server.client()
+    model = new_model(client, "extreme")
+    base = served(model, 0)
+
+    def group(*rewards: float) -> dict[str, object]:
+        pairs = zip(["tac", "xyz", "tca"][: len(rewards)], rewards, strict=True)
+        return {"trajectories": [answer_trajectory(client, base, "cat", a, r) for a, r in pairs]}
+
+    before = answer_logprob(client, base, "cat", "tac")
+    job = client.training_jobs.create(
+        model_id=model.id,
+        trajectory_groups=[group(1e308, -1e308)],
+        experimental_config={"learning_rate": 1e-3},
+    )
+    assert job.wait(progress=False).step == 1
+    weights = load_file(server.data_dir / "checkpoints" / model.id / "step1" / "model.safetensors")
+    assert all(bool(torch.isfinite(t).all()) for t in weights.values())
+    assert answer_logprob(client, served(model, 1), "cat", "tac") > before  # advantages +1 / -1, as for 1 / 0
+    step = next(e.data for e in _events(client, job.id) if e.type == "gradient_step")
+    assert (step["reward"], step["reward_std_dev"]) == (0.0, 1e308)
+
+    unscaled = {"scale_rewards": False}
+    beyond = client.training_jobs.create(
+        model_id=model.id, trajectory_groups=[group(1.7e308, -1.7e308, 1.7e308)], experimental_config=unscaled
+    )
+    with pytest.raises(TrainingJobFailed, match="group 0: its rewards are so far apart"):
+        beyond.wait(progress=False)
+    huge = client.training_jobs.create(
+        model_id=model.id, trajectory_groups=[group(1e30, -1e30)], experimental_config=unscaled
+    )
+    with pytest.raises(TrainingJobFailed, match=r"gradient step 1: .* not a finite number, so no weights"):
+        huge.wait(progress=False)
+    assert [c.step for c in client.models.checkpoints.list(model.id)] == [0, 1]
 
 
 def test_every_config_key_trains(server: LocalServer) -> None:

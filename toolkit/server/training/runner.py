@@ -37,8 +37,8 @@ from ..store.models import CheckpointRow, Models
 from ..store.users import User
 from .config import SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
+from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
 from .job_worker import JobWorker
-from .log_metrics import log_metrics, summarise
 from .sequences import Sample, UntrainableError
 from .trainer import Policy, Trainer, plan_rl, reward_std_lr_multiplier, run_rl, run_sft, sft_batches
 
@@ -47,17 +47,6 @@ log = logging.getLogger("toolkit.training")
 CANCELLED = "Training job was cancelled"
 INTERRUPTED = "The server stopped while this job was running; no checkpoint was written. Start it again."
 _ADAPTER_STEP = re.compile(r"step(\d+)/?$")
-# gradient_step keys -> the names ART's client files them under (checkpoint metrics use these)
-CANONICAL = {
-    "loss": "loss/train",
-    "grad_norm": "loss/grad_norm",
-    "learning_rate": "loss/learning_rate",
-    "entropy": "loss/entropy",
-    "kl_policy_ref": "loss/kl_policy_ref",
-    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
-    "num_tokens": "data/step_num_tokens",
-    "num_trajectories": "data/step_num_trajectories",
-}
 
 
 class Stop(Exception):
@@ -66,15 +55,6 @@ class Stop(Exception):
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def _numeric(metrics: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
-
-
-def _mean_metrics(steps: list[dict[str, float]]) -> dict[str, float]:
-    keys = {k for step in steps for k in step}
-    return {k: sum(s[k] for s in steps if k in s) / sum(1 for s in steps if k in s) for k in sorted(keys)}
 
 
 def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> int | None:
@@ -221,7 +201,7 @@ class TrainingRunner:
         self, job_id: str, extra: dict[str, float], steps: list[dict[str, float]]
     ) -> Callable[..., None]:
         def on_step(metrics: dict[str, float]) -> None:
-            data = _numeric({**metrics, **extra})
+            data = numbers({**metrics, **extra})
             steps.append(data)
             self.jobs.add_event(job_id, "gradient_step", data)
             self._check(job_id)
@@ -240,18 +220,7 @@ class TrainingRunner:
     ) -> None:
         cfg = resolve(req.experimental_config)
         groups = req.trajectory_groups
-        summary = log_metrics(
-            "train",
-            [
-                summarise(
-                    [t.reward for t in g.trajectories],
-                    [dict(t.metrics) for t in g.trajectories],
-                    dict(g.metrics),
-                    len(g.exceptions),
-                )
-                for g in groups
-            ],
-        )
+        summary = train_metrics(groups)
         plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step)
         extra = {
             "reward": summary.get("train/reward", 0.0),
@@ -285,7 +254,7 @@ class TrainingRunner:
             )
         metrics = {
             **summary,
-            **{CANONICAL.get(k, k): v for k, v in _mean_metrics(steps).items() if k not in extra},
+            **{CANONICAL.get(k, k): v for k, v in mean_metrics(steps).items() if k not in extra},
             "data/step_num_groups_submitted": float(plan.num_groups),
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
@@ -321,7 +290,7 @@ class TrainingRunner:
             chunk_size=1024,
             on_step=self._hook(job_id, {}, steps),
         )
-        metrics = {f"sft/{k}": v for k, v in _mean_metrics(steps).items()}
+        metrics = {f"sft/{k}": v for k, v in mean_metrics(steps).items()}
         metrics["sft/final_loss"] = steps[-1]["loss"] if steps else 0.0
         metrics["data/step_num_gradient_steps"] = float(len(batches))
         self._save(job_id, policy, base, metrics, trained=bool(batches))
@@ -368,7 +337,7 @@ class TrainingRunner:
             shutil.rmtree(tmp, ignore_errors=True)
         try:
             with self.db.write() as conn:
-                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, _numeric(metrics))
+                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
                 self.jobs.succeed(conn, job_id, step, checkpoint_id)
         except BaseException:
             if path is not None:
