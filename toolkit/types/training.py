@@ -74,6 +74,7 @@ class DeleteCheckpointsRequest(WireModel):
 class DeleteCheckpointsResponse(WireModel):
     deleted_count: int
     not_found_steps: list[int]
+    kept_steps: list[int] = Field(default_factory=list)  # extension: requested steps that were kept
 
 
 # ----------------------------------------------------------------------------- trajectories

@@ -232,31 +232,30 @@ class Models:
     def delete_checkpoints(
         self, user: User, model_id: str, steps: Sequence[int]
     ) -> tuple[DeleteCheckpointsResponse, list[str]]:
-        """Delete the given steps; returns the response and the weight folders to remove.
-
-        The current (latest) step is kept, 409: training and ``/log`` continue from it."""
+        """Delete the given steps except the current (latest) one, which training and ``/log``
+        continue from: it is kept and reported in ``kept_steps``. Returns the response and the
+        weight folders to remove."""
         self.get(user, model_id)
         wanted = sorted(set(steps))
         with self.db.write() as conn:
             # matched in Python: any number of steps, of any size, is a valid request
             requested = set(wanted)
+            current = self.current_step(model_id)
             rows = [
                 r
                 for r in conn.execute("SELECT step, path FROM checkpoints WHERE model_id = ?", (model_id,))
                 if r["step"] in requested
             ]
             found = {r["step"] for r in rows}
-            current = self.current_step(model_id)
-            if current in found:
-                raise Conflict(
-                    f"Step {current} is the model's current step; its checkpoint cannot be deleted"
-                )
-            if found:
+            doomed = sorted(found - {current})
+            if doomed:
                 conn.execute(
-                    f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(found))})",
-                    (model_id, *sorted(found)),
+                    f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(doomed))})",
+                    (model_id, *doomed),
                 )
         response = DeleteCheckpointsResponse(
-            deleted_count=len(found), not_found_steps=[s for s in wanted if s not in found]
+            deleted_count=len(doomed),
+            not_found_steps=[s for s in wanted if s not in found],
+            kept_steps=[current] if current in found else [],
         )
-        return response, [r["path"] for r in rows if r["path"]]
+        return response, [r["path"] for r in rows if r["path"] and r["step"] != current]
