@@ -19,6 +19,7 @@ from ..types.training import (
     Checkpoint,
     DeleteCheckpointsResponse,
     DeleteModelResponse,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     LogResponse,
     Model,
@@ -132,13 +133,18 @@ def op_create_rl_job(
 
 
 def op_create_sft_job(
-    model_id: str, training_data_url: str, config: SFTTrainingConfig | Mapping[str, Any] | None
+    model_id: str,
+    training_data_url: str,
+    config: SFTTrainingConfig | Mapping[str, Any] | None,
+    experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
 ) -> Op[TrainingJobCreated]:
     body = {
         "model_id": model_id,
         "training_data_url": training_data_url,
         "config": wire(config) if config is not None else None,
     }
+    if experimental_config is not None:  # sent only when given, so the body is ART's otherwise
+        body["experimental_config"] = wire(experimental_config)
     return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
 
 
@@ -307,10 +313,11 @@ class SFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
     ) -> TrainingJobHandle:
         from .jobs import TrainingJobHandle
 
-        created = self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        created = self._t.run(op_create_sft_job(model_id, training_data_url, config, experimental_config))
         return TrainingJobHandle.bind(created.id, self._t, model_id)
 
     def create_from_data(
@@ -456,10 +463,13 @@ class AsyncSFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
     ) -> AsyncTrainingJobHandle:
         from .jobs import AsyncTrainingJobHandle
 
-        created = await self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        created = await self._t.run(
+            op_create_sft_job(model_id, training_data_url, config, experimental_config)
+        )
         return AsyncTrainingJobHandle.bind(created.id, self._t, model_id)
 
     async def create_from_data(

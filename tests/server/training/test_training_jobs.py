@@ -61,6 +61,10 @@ def test_rl_job_moves_the_served_model_toward_the_rewarded_answer(server: LocalS
     types = [e.type for e in events]
     n = events[0].data["num_sequences"]
     assert n == 4  # one trajectory of ~34 tokens per minibatch of at most 40 tokens
+    assert events[0].data["warnings"] == [  # 1e-3 is far above what works for the built-in model
+        f"The learning rate of this job reaches 0.001, far above the range known to work for RL on {BASE}:"
+        " 1e-4 to 2e-4 trained stably, 0.0003 and more collapsed the model in measurements. Use 1e-4 to 2e-4."
+    ]
     assert types == ["training_started", *["gradient_step"] * n, "training_ended"]
     for event in events[1:-1]:
         assert all(isinstance(v, int | float) for v in event.data.values())
@@ -98,6 +102,32 @@ def test_sft_job_trains_assistant_tokens_from_message_lists(server: LocalServer)
     assert [e.type for e in events] == ["training_started", *["gradient_step"] * 4, "training_ended"]
     assert events[1].data["learning_rate"] == 1e-3
     assert job.refresh().kind == "sft"
+
+
+def test_sft_experimental_config(server: LocalServer) -> None:
+    """The chunk size is honoured, unknown keys are named in the first event, wrong types are a 422."""
+    client = server.client()
+    model = new_model(client, "sft-exp")
+    data = "".join(json.dumps({"messages": reverse.conversation(w)}) + "\n" for w in ("cat", "dog"))
+    artifact = client.artifacts.upload(project="tests-training", files={"train.jsonl": data})
+    job = client.sft_training_jobs.create(
+        model_id=model.id,
+        training_data_url=artifact.url,
+        config={"batch_size": 2},
+        experimental_config={"logprob_calculation_chunk_size": 3, "future_key": True},
+    )
+    assert job.wait(progress=False).step == 1
+    started = _events(client, job.id)[0]
+    assert started.data == {
+        "num_sequences": 1,
+        "warnings": ["experimental_config keys this server does not know were ignored: future_key."],
+    }
+    with pytest.raises(tk.client.UnprocessableEntityError, match="logprob_calculation_chunk_size"):
+        client.sft_training_jobs.create(
+            model_id=model.id,
+            training_data_url=artifact.url,
+            experimental_config={"logprob_calculation_chunk_size": 0},
+        )
 
 
 def test_events_paginate_over_more_than_100(server: LocalServer) -> None:
@@ -184,13 +214,26 @@ def test_art_0_5_23_body_with_every_key_and_explicit_nulls(server: LocalServer) 
         job = wait_job(client, created.json()["id"])
         assert job.status == "succeeded" and job.result_step == 1
         events = http.get(f"/v1/preview/training-jobs/{job.id}/events").json()["data"]
+        assert events[0]["data"] == {"num_sequences": len(events) - 2}  # no warning for ART's own keys
         steps = [e for e in events if e["type"] == "gradient_step"]
         assert steps and all(e["data"]["learning_rate"] == 1e-05 for e in steps)
         assert steps[0]["data"]["exception_rate"] == pytest.approx(1 / 3)
-        unknown = {**body, "experimental_config": {"learning_rate": 1e-5, "epsilonn": 0.1}}
-        rejected = http.post("/v1/preview/training-jobs", json=unknown)
+        # a key of a newer ART is accepted and named in the first event; a known key must be valid
+        newer = {**body, "experimental_config": {**ART_0_5_23_CONFIG, "epsilonn": 0.1, "zeta": None}}
+        created = http.post("/v1/preview/training-jobs", json=newer)
+        assert created.status_code == 200, created.text
+        assert wait_job(client, created.json()["id"]).status == "succeeded"
+        first = http.get(f"/v1/preview/training-jobs/{created.json()['id']}/events").json()["data"][0]
+        assert first["type"] == "training_started"
+        assert first["data"]["warnings"] == [
+            "experimental_config keys this server does not know were ignored: epsilonn, zeta."
+        ]
+        wrong = {**body, "experimental_config": {**ART_0_5_23_CONFIG, "epsilon": "wide"}}
+        rejected = http.post("/v1/preview/training-jobs", json=wrong)
         assert rejected.status_code == 422
-        assert rejected.json()["detail"][0]["loc"][-1] == "epsilonn"
+        assert [item["loc"] for item in rejected.json()["detail"]] == [
+            ["body", "experimental_config", "epsilon"]
+        ]
 
 
 def test_extreme_finite_rewards_never_make_nan_weights(server: LocalServer) -> None:

@@ -81,9 +81,12 @@ def test_defaults_and_explicit_nulls() -> None:
     assert resolve(ExperimentalTrainingConfig(kl_penalty_coef=0.1)).kl_penalty_source == "sample"
 
 
-def test_unknown_and_conflicting_keys_are_rejected() -> None:
-    with pytest.raises(ValueError):
-        ExperimentalTrainingConfig.model_validate({"epsilonn": 0.2})
+def test_unknown_keys_are_kept_apart_and_wrong_types_rejected() -> None:
+    cfg = ExperimentalTrainingConfig.model_validate({"epsilon": 0.3, "epsilonn": 0.2, "future": {"a": 1}})
+    assert cfg.model_extra == {"epsilonn": 0.2, "future": {"a": 1}}
+    assert resolve(cfg) == resolve(ExperimentalTrainingConfig(epsilon=0.3))  # unknown keys change nothing
+    with pytest.raises(ValueError, match="epsilon"):
+        ExperimentalTrainingConfig.model_validate({"epsilon": "wide"})
     with pytest.raises(ValueError):
         ExperimentalTrainingConfig(kl_penalty_step_lag=1, kl_penalty_reference_step=0)
 

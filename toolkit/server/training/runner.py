@@ -26,21 +26,33 @@ from transformers import PreTrainedModel
 from ...types.training import (
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     TrainingJob,
 )
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
 from ..errors import Unprocessable
+from ..store.artifacts import Artifacts
 from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
-from .config import SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
+from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
 from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
+from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .sequences import Sample, UntrainableError
-from .trainer import Policy, Trainer, plan_rl, reward_std_lr_multiplier, run_rl, run_sft, sft_batches
+from .trainer import (
+    Policy,
+    Trainer,
+    peak_learning_rate,
+    plan_rl,
+    reward_std_lr_multiplier,
+    run_rl,
+    run_sft,
+    sft_batches,
+)
 
 log = logging.getLogger("toolkit.training")
 
@@ -85,14 +97,14 @@ class TrainingRunner:
         db: Database,
         models: Models,
         jobs: Jobs,
-        queue: JobWorker,
+        worker: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
     ) -> None:
         self.db = db
         self.models = models
         self.jobs = jobs
-        self.queue = queue
+        self.worker = worker
         self.base_models = base_models
         self.checkpoints_dir = checkpoints_dir
         self.trainer = Trainer()
@@ -114,7 +126,7 @@ class TrainingRunner:
         request = req.model_dump(mode="json", exclude_unset=True)
         return self._enqueue(self.jobs.create(user, req.model_id, "rl", request))
 
-    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Any) -> str:
+    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Artifacts) -> str:
         self.models.get(user, req.model_id)
         artifact, folder = artifacts.resolve(user, req.training_data_url)
         data_file = next(name for name in DATA_FILES if (folder / name).exists())
@@ -134,6 +146,9 @@ class TrainingRunner:
             "batch_size": batch_size,
             "learning_rates": lr if isinstance(lr, list) else [lr] * num_batches,
             "assistant_turns": (config.assistant_turns if config else None) or "all",
+            "experimental_config": experimental.model_dump(mode="json", exclude_unset=True)
+            if (experimental := req.experimental_config)
+            else None,
         }
         return self._enqueue(self.jobs.create(user, req.model_id, "sft", request))
 
@@ -151,7 +166,7 @@ class TrainingRunner:
         self._stopping.set()
 
     def _enqueue(self, job_id: str) -> str:
-        self.queue.submit(partial(self._run, job_id))
+        self.worker.submit(partial(self._run, job_id))
         return job_id
 
     # ------------------------------------------------------------------ recovery
@@ -209,7 +224,7 @@ class TrainingRunner:
         return on_step
 
     def _check(self, job_id: str) -> None:
-        self.queue.beat()
+        self.worker.beat()
         if job_id in self._cancel:
             raise Stop(CANCELLED, "cancelled")
         if self._stopping.is_set():
@@ -237,8 +252,11 @@ class TrainingRunner:
                     (base.step + 1, extra["reward_std_dev"]),
                 ]
             )
+        peak = peak_learning_rate(plan, cfg, multiplier)
+        warnings = unknown_keys(req.experimental_config)
+        warnings += rl_learning_rate(spec.name, peak) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
-        self.jobs.started(job_id, len(plan.batches))
+        self.jobs.started(job_id, len(plan.batches), warnings)
         steps: list[dict[str, float]] = []
         if plan.batches:
             reference_at = reference_step(req.experimental_config, base.step)
@@ -265,6 +283,7 @@ class TrainingRunner:
         self, job_id: str, request: dict[str, Any], spec: BaseModelSpec, base: CheckpointRow
     ) -> None:
         path = Path(request["path"])
+        experimental = ExperimentalSFTConfig.model_validate(request.get("experimental_config") or {})
         fmt = self.trainer.chat_format(spec)
         last_only = request["assistant_turns"] == "last"
         samples: list[Sample] = []
@@ -280,14 +299,14 @@ class TrainingRunner:
         batches = sft_batches(samples, request["batch_size"])
         learning_rates = request["learning_rates"]
         policy = self._policy(base.model_id, spec, base)
-        self.jobs.started(job_id, len(batches))
+        self.jobs.started(job_id, len(batches), unknown_keys(experimental))
         steps: list[dict[str, float]] = []
         run_sft(
             policy,
             batches,
             learning_rates,
             pad_id=spec.pad_token_id,
-            chunk_size=1024,
+            chunk_size=experimental.logprob_calculation_chunk_size or LOGPROB_CHUNK_SIZE,
             on_step=self._hook(job_id, {}, steps),
         )
         metrics = {f"sft/{k}": v for k, v in mean_metrics(steps).items()}

@@ -186,6 +186,12 @@ def step_learning_rate(cfg: RLConfig, num_trajectories: int, multiplier: float =
     return cfg.learning_rate * multiplier * num_trajectories**power
 
 
+def peak_learning_rate(plan: RLPlan, cfg: RLConfig, multiplier: float) -> float | None:
+    """The largest learning rate of the plan's steps (None without steps)."""
+    rates = [step_learning_rate(cfg, len({s.trajectory for s in b}), multiplier) for b in plan.batches]
+    return max(rates, default=None)
+
+
 def reward_std_lr_multiplier(history: Sequence[tuple[int, float]]) -> float:
     """``scale_learning_rate_by_reward_std_dev``: fit ``reward_std_dev ~ a + b * step`` over the
     model's history and scale by ``(a + b * last step) / a`` (1 when it cannot be fitted, a <= 0)."""
