@@ -4,10 +4,11 @@ fail with readable messages, can be cancelled, and survive a server killed mid-j
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
-from art_payloads import ART_0_5_23_CONFIG
+from art_payloads import ART_0_5_23_CONFIG, ART_0_5_23_TRAIN_LINES, art_0_5_23_sft_job
 from safetensors.torch import load_file
 from training_helpers import (
     BASE,
@@ -270,6 +271,46 @@ def test_extreme_finite_rewards_never_make_nan_weights(server: LocalServer) -> N
     with pytest.raises(TrainingJobFailed, match=r"gradient step 1: .* not a finite number, so no weights"):
         huge.wait(progress=False)
     assert [c.step for c in client.models.checkpoints.list(model.id)] == [0, 1]
+
+
+def test_art_0_5_23_sft_job_after_its_upload(server: LocalServer) -> None:
+    """What ART's train_sft() sends once its train.jsonl is uploaded: the job body, then its event
+    loop (cursor after the last event other than training_started, float() of every gradient-step
+    value) and the current step. ART uploads with the wandb SDK to W&B Artifacts, which this server
+    does not serve (docs/training.md "ART's train_sft()"): here the file goes to /v1/preview/artifacts."""
+    client = server.client()
+    model = new_model(client, "art-sft")
+    train = "".join(json.dumps(line) + "\n" for line in ART_0_5_23_TRAIN_LINES * 2)
+    name = f"{model.name}-sft-data-0123abcd"  # ART's artifact name: <run name>-sft-data-<12 hex>
+    with server.http() as http:
+        upload = http.post(
+            "/v1/preview/artifacts",
+            data={"project": model.project, "entity": model.entity, "name": name},
+            files=[("files", ("train.jsonl", train.encode()))],
+        )
+        assert upload.status_code == 200, upload.text
+        url = upload.json()["url"]
+        assert url == f"wandb-artifact:///{model.entity}/{model.project}/{name}:v0"  # what ART builds
+        created = http.post("/v1/preview/sft-training-jobs", json=art_0_5_23_sft_job(model.id, url, 1))
+        assert created.status_code == 200 and set(created.json()) == {"id"}
+        events = f"/v1/preview/training-jobs/{created.json()['id']}/events"
+        after: str | None = None
+        started: list[dict[str, object]] = []
+        handled: list[str] = []
+        while not handled or handled[-1] not in ("training_ended", "training_failed"):
+            time.sleep(0.1)
+            for event in http.get(events, params={"after": after} if after else {}).json()["data"]:
+                if event["type"] == "training_started":
+                    started.append(event["data"])
+                    continue  # ART does not move its cursor past training_started
+                if event["type"] == "gradient_step":
+                    assert all(isinstance(float(v), float) for v in event["data"].values())
+                handled.append(event["type"])
+                after = event["id"]
+        assert started[0] == {"num_sequences": 2}  # 4 conversations, batch size 2
+        assert handled == ["gradient_step", "gradient_step", "training_ended"]
+        latest = http.get(f"/v1/preview/models/{model.id}/checkpoints", params={"limit": 1, "order": "desc"})
+        assert [c["step"] for c in latest.json()["data"]] == [1]
 
 
 def test_every_config_key_trains(server: LocalServer) -> None:
