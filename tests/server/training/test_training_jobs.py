@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 import torch
@@ -82,7 +83,8 @@ def test_rl_job_moves_the_served_model_toward_the_rewarded_answer(server: LocalS
     state = job.refresh()
     assert (state.status, state.kind, state.base_step, state.result_step) == ("succeeded", "rl", 0, 1)
     assert state.checkpoint_id == checkpoint.id and state.num_sequences == 4 and state.error is None
-    assert state.started_at is not None and state.finished_at is not None
+    assert state.created_at is not None and state.started_at is not None and state.finished_at is not None
+    assert state.created_at <= state.started_at <= state.finished_at
 
 
 def test_sft_job_trains_assistant_tokens_from_message_lists(server: LocalServer) -> None:
@@ -380,7 +382,11 @@ def test_untrainable_choices_fail_with_a_readable_message(server: LocalServer) -
     with pytest.raises(TrainingJobFailed, match=r"missing vLLM prompt_token_ids/token_ids"):
         run(prompt_token_ids=None, token_ids=None).wait(progress=False)
     failed = client.training_jobs.list(model_id=model.id)[-1]
-    assert failed.status == "failed" and "group 0, trajectory 0" in (failed.error or "")
+    assert (failed.status, failed.error) == (
+        "failed",
+        "group 0, trajectory 0, message 1: Trainable Choice is missing vLLM prompt_token_ids/token_ids."
+        " Use a vLLM endpoint with return_token_ids enabled.",
+    )
     events = _events(client, failed.id)
     assert events[-1].type == "training_failed" and events[-1].data["error_message"] == failed.error
     # allowed: without token ids the choice is tokenized with the chat template
@@ -459,12 +465,13 @@ def test_jobs_are_private_to_their_user(server: LocalServer) -> None:
 
 async def test_async_handle_waits_and_follows_events(server: LocalServer) -> None:
     async with server.async_client() as client:
-        model = await client.models.create(project="tests-training", name="async-job", base_model=BASE)
+        name = f"async-job-{uuid.uuid4().hex[:8]}"
+        model = await client.models.create(project="tests-training", name=name, base_model=BASE)
         job = await client.sft_training_jobs.create_from_data(
             model_id=model.id, data=[reverse.conversation("cat")] * 4, config={"batch_size": 2}
         )
         checkpoint = await job.wait(progress=False)
-        assert checkpoint.step >= 1
+        assert checkpoint.step == 1
         types = [e.type async for e in job.events()]
         assert types == ["training_started", "gradient_step", "gradient_step", "training_ended"]
         assert (await job.refresh()).status == "succeeded"
@@ -484,7 +491,10 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
     fresh_server.start()
     client = fresh_server.client()
     job = client.training_jobs.retrieve(running.id)
-    assert job.status == "failed" and "server stopped" in (job.error or "")
+    assert (job.status, job.error) == (
+        "failed",
+        "The server stopped while this job was running; no checkpoint was written. Start it again.",
+    )
     events = list(client.training_jobs.events.list(running.id, limit=100))
     assert events[-1].type == "training_failed" and events[-1].data["error_message"] == job.error
     assert sum(e.type in ("training_ended", "training_failed") for e in events) == 1
