@@ -186,3 +186,16 @@ def test_accelerator_check_runs_on_the_device() -> None:
     meta = accelerator_check(torch.device("meta"))  # tensors without data: no result to read
     assert (meta.success, meta.device) == (False, "meta")
     assert meta.error is not None and meta.error.startswith("RuntimeError")
+
+
+def test_services_are_typed_and_never_optional() -> None:
+    """Every service a route reaches has its own type: no ``Any``, nothing that may still be None."""
+    import typing
+
+    from toolkit.server.state import Services
+
+    hints = typing.get_type_hints(Services)
+    assert {"engine", "trainer", "traces", "usage", "job_worker"} <= set(hints)
+    for name, hint in hints.items():
+        assert hint is not typing.Any, name
+        assert type(None) not in typing.get_args(hint), name

@@ -27,6 +27,7 @@ from training_helpers import (
 import toolkit as tk
 from conftest import LocalServer
 from toolkit.client.jobs import TrainingJobFailed, TrainingJobHandle
+from toolkit.client.training import op_create_sft_job
 from toolkit.tasks import reverse
 from toolkit.types.training import TrainingJobEvent
 
@@ -125,6 +126,7 @@ def test_sft_experimental_config(server: LocalServer) -> None:
         "num_sequences": 1,
         "warnings": ["experimental_config keys this server does not know were ignored: future_key."],
     }
+    assert "experimental_config" not in op_create_sft_job(model.id, artifact.url, None).json  # as ART sends
     with pytest.raises(tk.client.UnprocessableEntityError, match="logprob_calculation_chunk_size"):
         client.sft_training_jobs.create(
             model_id=model.id,
