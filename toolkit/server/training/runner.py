@@ -90,7 +90,7 @@ def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> in
 
 
 class TrainingRunner:
-    """Training jobs of every user, run in submission order on the server's job queue."""
+    """Training jobs of every user, run in submission order on the server's job worker."""
 
     def __init__(
         self,
