@@ -28,3 +28,52 @@ ART_0_5_23_CONFIG = {
     "scale_rewards": True,
     "truncated_importance_sampling": None,
 }
+
+# ART 0.5.23 train_sft(): one train.jsonl line per trajectory, {"messages": trajectory.messages(),
+# "tools": [...] (only when there are tools)}; a Choice becomes an assistant message, content "" if null.
+ART_0_5_23_TRAIN_LINES = [
+    {
+        "messages": [
+            {"role": "user", "content": "find x"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "function": {"arguments": '{"q": "x"}', "name": "search"},
+                        "type": "function",
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "result"},
+            {"role": "assistant", "content": "done"},
+        ],
+        "tools": [
+            {
+                "function": {
+                    "name": "search",
+                    "description": "Search",
+                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                },
+                "type": "function",
+            }
+        ],
+    },
+    {"messages": [{"role": "user", "content": "reverse cat"}, {"role": "assistant", "content": "tac"}]},
+]
+
+
+def art_0_5_23_sft_job(model_id: str, training_data_url: str, target_step: int) -> dict[str, object]:
+    """The body of POST /v1/preview/sft-training-jobs as train_sft(config=TrainSFTConfig(batch_size=2))
+    sends it (metric logging on: the server is asked to log under the next step)."""
+    return {
+        "model_id": model_id,
+        "training_data_url": training_data_url,
+        "config": {
+            "batch_size": 2,
+            "learning_rate": 5e-05,
+            "assistant_turns": "all",
+            "metric_logging": {"enabled": True, "target_training_step": target_step},
+        },
+    }

@@ -242,6 +242,8 @@ def test_checkpoint_delete_and_errors(api: Any, store: Models) -> None:
     result = api.models.checkpoints.delete(model.id, [1, 2, 8])
     assert result == DeleteCheckpointsResponse(deleted_count=2, not_found_steps=[8])
     assert [c.step for c in api.models.checkpoints.list(model.id)] == [0, 3]
+    kept = api.models.checkpoints.delete(model.id, [3])  # the current step stays
+    assert kept == DeleteCheckpointsResponse(deleted_count=0, not_found_steps=[], kept_steps=[3])
     for limit in (0, 101):
         with pytest.raises(UnprocessableEntityError) as bad:
             api.models.checkpoints.list(model.id, limit=limit)

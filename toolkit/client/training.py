@@ -17,6 +17,7 @@ from ..types.training import (
     Checkpoint,
     DeleteCheckpointsResponse,
     DeleteModelResponse,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     LogResponse,
     Model,
@@ -166,8 +167,9 @@ class SFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
     ) -> TrainingJobHandle:
-        created = self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        created = self._t.run(op_create_sft_job(model_id, training_data_url, config, experimental_config))
         return TrainingJobHandle.bind(created.id, self._t, model_id)
 
     def create_from_data(
@@ -176,6 +178,7 @@ class SFTTrainingJobs:
         model_id: str,
         data: SFTData,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> TrainingJobHandle:
         """Extension: upload ``data`` (trajectories, message lists or a JSONL file) as
@@ -184,7 +187,12 @@ class SFTTrainingJobs:
         files = {"train.jsonl": train_jsonl(data)}
         upload = op_upload_artifact(model.project, files, model.entity, name, model_id)
         artifact = self._t.run(replace(upload, extension=SFT_FROM_DATA))
-        return self.create(model_id=model_id, training_data_url=artifact.url, config=config)
+        return self.create(
+            model_id=model_id,
+            training_data_url=artifact.url,
+            config=config,
+            experimental_config=experimental_config,
+        )
 
 
 class Artifacts:
@@ -314,8 +322,11 @@ class AsyncSFTTrainingJobs:
         model_id: str,
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
     ) -> AsyncTrainingJobHandle:
-        created = await self._t.run(op_create_sft_job(model_id, training_data_url, config))
+        created = await self._t.run(
+            op_create_sft_job(model_id, training_data_url, config, experimental_config)
+        )
         return AsyncTrainingJobHandle.bind(created.id, self._t, model_id)
 
     async def create_from_data(
@@ -324,13 +335,19 @@ class AsyncSFTTrainingJobs:
         model_id: str,
         data: SFTData,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
+        experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> AsyncTrainingJobHandle:
         model = await self._t.run(replace(op_get_model(model_id), extension=SFT_FROM_DATA))
         files = {"train.jsonl": train_jsonl(data)}
         upload = op_upload_artifact(model.project, files, model.entity, name, model_id)
         artifact = await self._t.run(replace(upload, extension=SFT_FROM_DATA))
-        return await self.create(model_id=model_id, training_data_url=artifact.url, config=config)
+        return await self.create(
+            model_id=model_id,
+            training_data_url=artifact.url,
+            config=config,
+            experimental_config=experimental_config,
+        )
 
 
 class AsyncArtifacts:

@@ -18,6 +18,7 @@ from ..types.training import (
     Checkpoint,
     DeleteCheckpointsResponse,
     DeleteModelResponse,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     LogResponse,
     Model,
@@ -151,13 +152,18 @@ def op_create_rl_job(
 
 
 def op_create_sft_job(
-    model_id: str, training_data_url: str, config: SFTTrainingConfig | Mapping[str, Any] | None
+    model_id: str,
+    training_data_url: str,
+    config: SFTTrainingConfig | Mapping[str, Any] | None,
+    experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
 ) -> Op[TrainingJobCreated]:
     body = {
         "model_id": model_id,
         "training_data_url": training_data_url,
         "config": wire(config) if config is not None else None,
     }
+    if experimental_config is not None:  # sent only when given, so the body is ART's otherwise
+        body["experimental_config"] = wire(experimental_config)
     return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
 
 

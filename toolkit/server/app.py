@@ -15,13 +15,12 @@ import uvicorn
 from fastapi import FastAPI
 
 from .._version import __version__
+from . import service_routes
+from .body_size_limit import BodySizeLimit
 from .chat import routes as chat
 from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers
-from .jobs import JobQueue
-from .limits import BodySizeLimit
-from .routes import artifacts, models, service, training_jobs
 from .settings import Settings
 from .state import Services
 from .store.artifacts import Artifacts
@@ -34,6 +33,8 @@ from .store.usage import ChatUsage
 from .store.users import Users
 from .traces import routes as trace_routes
 from .traces.service import TraceService
+from .training import routes as training_routes
+from .training.job_worker import JobWorker
 from .training.runner import TrainingRunner
 
 log = logging.getLogger("toolkit.server")
@@ -41,30 +42,33 @@ LOCAL_USER = "local"
 
 
 def open_services(settings: Settings) -> Services:
+    """Open the stores, load and start the engine, start the job worker and the training runner."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_path, MIGRATIONS)
-    users = Users(db)
-    models_store = Models(db)
+    models = Models(db)
     base: BaseModelSpec = (
         from_folder(settings.base_model) if settings.base_model else ensure_builtin(settings.data_dir)
     )
+    base_models = {base.name: base}
+    engine = Engine.for_model(
+        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
+    )
+    engine.start()
+    job_worker = JobWorker()
     svc = Services(
         settings=settings,
         db=db,
-        users=users,
-        models=models_store,
-        logs=TrajectoryLogs(db, models_store),
+        users=Users(db),
+        models=models,
+        logs=TrajectoryLogs(db, models),
         artifacts=Artifacts(db, settings.data_dir / "artifacts"),
-        jobs=JobQueue(),
-        base_models={base.name: base},
+        usage=ChatUsage(db),
+        base_models=base_models,
+        engine=engine,
+        job_worker=job_worker,
+        trainer=TrainingRunner(db, models, Jobs(db), job_worker, base_models, settings.checkpoints_dir),
+        traces=TraceService(settings.data_dir / "traces.db"),
     )
-    svc.trainer = TrainingRunner(db, models_store, Jobs(db), svc.jobs, svc.base_models, svc.checkpoints_dir)
-    svc.traces = TraceService(settings.data_dir / "traces.db")
-    svc.usage = ChatUsage(db)
-    svc.engine = Engine.for_model(
-        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
-    )
-    svc.engine.start()
     ensure_local_key(svc)
     return svc
 
@@ -101,14 +105,15 @@ def create_app(settings: Settings) -> FastAPI:
             withdraw(settings.server_file)
             svc.engine.stop()
             svc.trainer.stop()
-            svc.jobs.stop()
+            svc.job_worker.stop()
             svc.traces.close()
             svc.db.close()
 
     app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
     install_handlers(app)
-    for module in (service, models, artifacts, training_jobs, chat):
-        app.include_router(module.router)
+    app.include_router(service_routes.router)
+    app.include_router(training_routes.router)
+    app.include_router(chat.router)
     app.include_router(trace_routes.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

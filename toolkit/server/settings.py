@@ -28,6 +28,11 @@ class Settings:
         return self.data_dir / "toolkit.db"
 
     @property
+    def checkpoints_dir(self) -> Path:
+        """``<model id>/step<N>/`` weight folders of the trained checkpoints."""
+        return self.data_dir / "checkpoints"
+
+    @property
     def key_file(self) -> Path:
         """The local user's key in clear, readable by its owner only, for ``tk.connect()``."""
         return self.data_dir / "local.key"

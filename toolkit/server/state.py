@@ -3,40 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from fastapi import Request
 
+from .engine.engine import Engine
 from .engine.model import BaseModelSpec
-from .jobs import JobQueue
 from .settings import Settings
 from .store.artifacts import Artifacts
 from .store.db import Database
 from .store.logs import TrajectoryLogs
 from .store.models import Models
+from .store.usage import ChatUsage
 from .store.users import Users
+from .traces.service import TraceService
+from .training.job_worker import JobWorker
+from .training.runner import TrainingRunner
 
 
-@dataclass
+@dataclass(frozen=True)
 class Services:
+    """Everything a request may use; all of it is built and started before the first request."""
+
     settings: Settings
     db: Database
     users: Users
     models: Models
     logs: TrajectoryLogs
     artifacts: Artifacts
-    jobs: JobQueue
+    usage: ChatUsage  # chat usage per team/project and model
     base_models: dict[str, BaseModelSpec]
-    # Filled in by the engine, trainer and trace service when they start.
-    engine: Any = None
-    trainer: Any = None
-    traces: Any = None
-    usage: Any = None  # chat usage per team/project and model (store.usage.ChatUsage)
-
-    @property
-    def checkpoints_dir(self) -> Path:
-        return self.settings.data_dir / "checkpoints"
+    engine: Engine
+    job_worker: JobWorker
+    trainer: TrainingRunner
+    traces: TraceService
 
 
 def services(request: Request) -> Services:

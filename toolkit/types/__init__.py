@@ -1,7 +1,7 @@
 """Pydantic wire models: the one source of truth for the contract, shared by client and server."""
 
 from .chat import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ModelCard, ModelCardList, Usage
-from .common import ListEnvelope, StrictModel, WireModel
+from .common import ListEnvelope, WireModel
 from .errors import HTTPValidationError, OpenAIErrorResponse, TraceErrorResponse
 from .training import (
     Artifact,
@@ -11,6 +11,7 @@ from .training import (
     CreateSFTTrainingJob,
     DeleteCheckpointsResponse,
     DeleteModelResponse,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     Health,
     LogRequest,
@@ -37,6 +38,7 @@ __all__ = [
     "CreateSFTTrainingJob",
     "DeleteCheckpointsResponse",
     "DeleteModelResponse",
+    "ExperimentalSFTConfig",
     "ExperimentalTrainingConfig",
     "HTTPValidationError",
     "Health",
@@ -49,7 +51,6 @@ __all__ = [
     "ModelCreate",
     "OpenAIErrorResponse",
     "SFTTrainingConfig",
-    "StrictModel",
     "SystemCheck",
     "TraceErrorResponse",
     "TrainingJob",

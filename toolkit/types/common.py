@@ -15,12 +15,6 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class StrictModel(BaseModel):
-    """A request object whose unknown keys are an error (422), e.g. the experimental RL config."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
 class ListEnvelope(WireModel, Generic[T]):
     """The cursor-page envelope of the training API (checkpoints, events)."""
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, FiniteFloat, Tag, model_validator
 
-from .common import ListEnvelope, StrictModel, WireModel
+from .common import ListEnvelope, WireModel
 
 Scalar = float | int | str | bool | None
 Number = float | int
@@ -74,6 +74,7 @@ class DeleteCheckpointsRequest(WireModel):
 class DeleteCheckpointsResponse(WireModel):
     deleted_count: int
     not_found_steps: list[int]
+    kept_steps: list[int] = Field(default_factory=list)  # extension: requested steps that were kept
 
 
 # ----------------------------------------------------------------------------- trajectories
@@ -240,11 +241,12 @@ class LogResponse(WireModel):
 # ----------------------------------------------------------------------------- training jobs
 
 
-class ExperimentalTrainingConfig(StrictModel):
+class ExperimentalTrainingConfig(WireModel):
     """The experimental RL config: every key optional; an explicit null means "use the default".
 
-    The model-family key ``<model>_k2_tau`` of interface.md is ``kimi_k2_tau`` on the wire.
-    Unknown keys are a 422.
+    The model-family key ``<model>_k2_tau`` of interface.md is ``kimi_k2_tau`` on the wire. Known
+    keys with a wrong type are a 422; unknown keys (a newer ART may send keys this server does not
+    know) are accepted, ignored, and named in a warning of the job's ``training_started`` event.
     """
 
     advantage_balance: float | None = None
@@ -298,11 +300,18 @@ class SFTTrainingConfig(WireModel):
     metric_logging: MetricLogging | None = None
 
 
+class ExperimentalSFTConfig(WireModel):
+    """The experimental SFT config (an open object in the hosted schema; ART sends none). Unknown
+    keys are accepted, ignored and named in a warning, as for RL."""
+
+    logprob_calculation_chunk_size: Annotated[int, Field(ge=1)] | None = None
+
+
 class CreateSFTTrainingJob(WireModel):
     model_id: str
     training_data_url: Annotated[str, Field(min_length=1)]
     config: SFTTrainingConfig | None = None
-    experimental_config: dict[str, Any] | None = None
+    experimental_config: ExperimentalSFTConfig | None = None
 
 
 class TrainingJobCreated(WireModel):
@@ -374,8 +383,14 @@ class ComponentCheck(WireModel):
     error: str | None = None
 
 
+class AcceleratorCheck(ComponentCheck):
+    """The ``gpu_queue`` entry; ``device`` (extension) is the device the chat engine runs on."""
+
+    device: str | None = None
+
+
 class SystemCheck(WireModel):
     api: bool
     database: ComponentCheck
     cpu_queue: ComponentCheck
-    gpu_queue: ComponentCheck
+    gpu_queue: AcceleratorCheck

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,22 +12,32 @@ from pathlib import Path
 Migration = str
 
 
+class _Connection(sqlite3.Connection):
+    """A connection the database can track weakly (a thread's connection goes when the thread does)."""
+
+
 class Database:
     """A SQLite file shared by the request threads of the server.
 
     Reads use a per-thread connection; writes go through :meth:`write`, which holds a process-wide
     lock and one ``BEGIN IMMEDIATE`` transaction, so a request's writes land together or not at all.
+    :meth:`close` closes the connection of every thread.
     """
 
     def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
         self.path = path
         self._local = threading.local()
         self._write_lock = threading.RLock()
+        self._connections: weakref.WeakSet[sqlite3.Connection] = weakref.WeakSet()
+        self._connections_lock = threading.Lock()
+        self._closed = False
         path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate(migrations)
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0, factory=_Connection
+        )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -39,7 +50,11 @@ class Database:
         """This thread's connection (reads, and writes inside :meth:`write`)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._open()
+            with self._connections_lock:
+                if self._closed:
+                    raise sqlite3.ProgrammingError(f"the database {self.path} is closed")
+                conn = self._open()
+                self._connections.add(conn)
             self._local.conn = conn
         return conn
 
@@ -71,10 +86,12 @@ class Database:
         return bool(self.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every thread's connection; the database cannot be used afterwards."""
+        with self._connections_lock:
+            self._closed = True
+            connections = list(self._connections)
+        for conn in connections:
             conn.close()
-            self._local.conn = None
 
 
 def _statements(script: str) -> list[str]:

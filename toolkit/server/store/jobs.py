@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,11 +111,15 @@ class Jobs:
             )
             return cur.rowcount == 1
 
-    def started(self, job_id: str, num_sequences: int) -> None:
-        """Record the number of gradient steps and write ``training_started``."""
+    def started(self, job_id: str, num_sequences: int, warnings: Sequence[str] = ()) -> None:
+        """Record the number of gradient steps and write ``training_started`` (with the job's
+        ``warnings``, when it has some)."""
+        data: dict[str, Any] = {"num_sequences": num_sequences}
+        if warnings:
+            data["warnings"] = list(warnings)
         with self.db.write() as conn:
             conn.execute("UPDATE training_jobs SET num_sequences = ? WHERE id = ?", (num_sequences, job_id))
-            self._add_event(conn, job_id, "training_started", {"num_sequences": num_sequences})
+            self._add_event(conn, job_id, "training_started", data)
 
     def add_event(self, job_id: str, type_: EventType, data: dict[str, Any]) -> None:
         with self.db.write() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...types.training import LogRequest, LogResponse
-from ..log_metrics import GroupSummary, log_metrics, summarise
+from ..training.log_metrics import GroupSummary, log_metrics, summarise
 from .common import now_iso
 from .db import Database
 from .models import Models

@@ -6,6 +6,8 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from ...types.training import Checkpoint, DeleteCheckpointsResponse, Model, ModelCreate
@@ -21,6 +23,16 @@ class CheckpointRow:
     model_id: str
     step: int
     path: str | None
+
+
+@dataclass(frozen=True)
+class ServableCheckpoint:
+    """A checkpoint as the chat endpoint serves it: ``<name>:step<N>`` of a model of ``base_model``."""
+
+    name: str
+    base_model: str
+    step: int
+    created_at: datetime
 
 
 def _model(row: sqlite3.Row) -> Model:
@@ -104,6 +116,10 @@ class Models:
         row = self.db.conn.execute(sql + " ORDER BY created_at DESC LIMIT 1", args).fetchone()
         return _model(row) if row else None
 
+    def base_model_of(self, model_id: str) -> str | None:
+        row = self.db.conn.execute("SELECT base_model FROM models WHERE id = ?", (model_id,)).fetchone()
+        return str(row["base_model"]) if row else None
+
     def all(self, user: User) -> list[Model]:
         rows = self.db.conn.execute(
             f"SELECT {_MODEL_COLUMNS} FROM models m WHERE user_id = ? ORDER BY created_at", (user.id,)
@@ -152,6 +168,31 @@ class Models:
         rows = self.db.conn.execute(sql, args).fetchall()
         return [_checkpoint(r) for r in rows[:limit]], len(rows) > limit
 
+    def servable(self, user: User) -> list[ServableCheckpoint]:
+        """Every checkpoint of the user's models, oldest model first, by step."""
+        rows = self.db.conn.execute(
+            "SELECT m.name, m.base_model, c.step, c.created_at FROM models m"
+            " JOIN checkpoints c ON c.model_id = m.id WHERE m.user_id = ? ORDER BY m.created_at, c.step",
+            (user.id,),
+        )
+        return [
+            ServableCheckpoint(r["name"], r["base_model"], r["step"], datetime.fromisoformat(r["created_at"]))
+            for r in rows
+        ]
+
+    def checkpoint_folders(self) -> set[Path]:
+        """The weight folders of every checkpoint (of every user) that has its own."""
+        rows = self.db.conn.execute("SELECT path FROM checkpoints WHERE path IS NOT NULL")
+        return {Path(r["path"]) for r in rows}
+
+    def metric_history(self, model_id: str, key: str) -> list[tuple[int, float]]:
+        """``(step, value)`` of one metric over the model's checkpoints that have it."""
+        rows = self.db.conn.execute(
+            "SELECT step, metrics FROM checkpoints WHERE model_id = ? ORDER BY step", (model_id,)
+        )
+        history = [(r["step"], json.loads(r["metrics"]).get(key)) for r in rows]
+        return [(s, float(v)) for s, v in history if isinstance(v, int | float)]
+
     def latest_checkpoint(self, model_id: str) -> CheckpointRow:
         row = self.db.conn.execute(
             "SELECT id, model_id, step, path FROM checkpoints WHERE model_id = ? ORDER BY step DESC LIMIT 1",
@@ -191,31 +232,30 @@ class Models:
     def delete_checkpoints(
         self, user: User, model_id: str, steps: Sequence[int]
     ) -> tuple[DeleteCheckpointsResponse, list[str]]:
-        """Delete the given steps; returns the response and the weight folders to remove.
-
-        The current (latest) step is kept, 409: training and ``/log`` continue from it."""
+        """Delete the given steps except the current (latest) one, which training and ``/log``
+        continue from: it is kept and reported in ``kept_steps``. Returns the response and the
+        weight folders to remove."""
         self.get(user, model_id)
         wanted = sorted(set(steps))
         with self.db.write() as conn:
             # matched in Python: any number of steps, of any size, is a valid request
             requested = set(wanted)
+            current = self.current_step(model_id)
             rows = [
                 r
                 for r in conn.execute("SELECT step, path FROM checkpoints WHERE model_id = ?", (model_id,))
                 if r["step"] in requested
             ]
             found = {r["step"] for r in rows}
-            current = self.current_step(model_id)
-            if current in found:
-                raise Conflict(
-                    f"Step {current} is the model's current step; its checkpoint cannot be deleted"
-                )
-            if found:
+            doomed = sorted(found - {current})
+            if doomed:
                 conn.execute(
-                    f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(found))})",
-                    (model_id, *sorted(found)),
+                    f"DELETE FROM checkpoints WHERE model_id = ? AND step IN ({','.join('?' * len(doomed))})",
+                    (model_id, *doomed),
                 )
         response = DeleteCheckpointsResponse(
-            deleted_count=len(found), not_found_steps=[s for s in wanted if s not in found]
+            deleted_count=len(doomed),
+            not_found_steps=[s for s in wanted if s not in found],
+            kept_steps=[current] if current in found else [],
         )
-        return response, [r["path"] for r in rows if r["path"]]
+        return response, [r["path"] for r in rows if r["path"] and r["step"] != current]

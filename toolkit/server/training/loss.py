@@ -18,12 +18,22 @@ LOG_RATIO_CLAMP = 20.0
 
 
 def group_advantages(rewards: Sequence[float], scale_rewards: bool) -> list[float]:
-    """``R - mean(R)``, divided by ``std_pop(R) + 1e-6`` when ``scale_rewards``; all 0 if no variance."""
+    """``R - mean(R)``, divided by ``std_pop(R) + 1e-6`` when ``scale_rewards``; all 0 if no variance.
+
+    Computed on the rewards divided by their largest magnitude ``s`` (the same values, since
+    ``(R - m) / (std + 1e-6) = (R/s - m/s) / (std/s + 1e-6/s)``), so that extreme finite rewards
+    (``1e308``, ``-2.8e160``) never overflow: scaled advantages are always finite. Unscaled ones
+    are ``R - mean(R)`` and may exceed the float range (``inf``)."""
     if not rewards or max(rewards) == min(rewards):
         return [0.0] * len(rewards)
-    mean = sum(rewards) / len(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    return [(r - mean) / (std + 1e-6) if scale_rewards else r - mean for r in rewards]
+    scale = max(abs(r) for r in rewards)
+    scaled = [r / scale for r in rewards]
+    mean = sum(scaled) / len(scaled)
+    centred = [r - mean for r in scaled]
+    if not scale_rewards:
+        return [c * scale for c in centred]
+    std = math.sqrt(sum(c * c for c in centred) / len(centred))
+    return [c / (std + 1e-6 / scale) for c in centred]
 
 
 def token_weights(num_tokens: Sequence[int]) -> list[float]:
@@ -43,7 +53,8 @@ def balance_advantages(
         a * (1 - balance) if balance > 0 and a < 0 else a * (1 + balance) if balance < 0 and a > 0 else a
         for a in advantages
     ]
-    scale = sum(abs(a) * w * n for a, w, n in zip(out, weights, num_tokens, strict=True)) / sum(num_tokens)
+    total = sum(num_tokens)  # each term is at most abs(a): the sum cannot overflow
+    scale = sum(abs(a) * (w * n / total) for a, w, n in zip(out, weights, num_tokens, strict=True))
     return [a / scale for a in out] if scale > 0 else out
 
 

@@ -10,7 +10,6 @@ and queued jobs run again.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -27,38 +26,39 @@ from transformers import PreTrainedModel
 from ...types.training import (
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
+    ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     TrainingJob,
 )
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
 from ..errors import Unprocessable
-from ..jobs import JobQueue
-from ..log_metrics import log_metrics, summarise
+from ..store.artifacts import Artifacts
 from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
-from ..training_data import DATA_FILES, TrainingDataError, iter_conversations
-from .config import SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
+from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
+from .data import DATA_FILES, TrainingDataError, iter_conversations
+from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
+from .job_warnings import rl_learning_rate, unknown_keys
+from .job_worker import JobWorker
 from .sequences import Sample, UntrainableError
-from .trainer import Policy, Trainer, plan_rl, reward_std_lr_multiplier, run_rl, run_sft, sft_batches
+from .trainer import (
+    Policy,
+    Trainer,
+    peak_learning_rate,
+    plan_rl,
+    reward_std_lr_multiplier,
+    run_rl,
+    run_sft,
+    sft_batches,
+)
 
 log = logging.getLogger("toolkit.training")
 
 CANCELLED = "Training job was cancelled"
 INTERRUPTED = "The server stopped while this job was running; no checkpoint was written. Start it again."
 _ADAPTER_STEP = re.compile(r"step(\d+)/?$")
-# gradient_step keys -> the names ART's client files them under (checkpoint metrics use these)
-CANONICAL = {
-    "loss": "loss/train",
-    "grad_norm": "loss/grad_norm",
-    "learning_rate": "loss/learning_rate",
-    "entropy": "loss/entropy",
-    "kl_policy_ref": "loss/kl_policy_ref",
-    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
-    "num_tokens": "data/step_num_tokens",
-    "num_trajectories": "data/step_num_trajectories",
-}
 
 
 class Stop(Exception):
@@ -67,15 +67,6 @@ class Stop(Exception):
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def _numeric(metrics: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
-
-
-def _mean_metrics(steps: list[dict[str, float]]) -> dict[str, float]:
-    keys = {k for step in steps for k in step}
-    return {k: sum(s[k] for s in steps if k in s) / sum(1 for s in steps if k in s) for k in sorted(keys)}
 
 
 def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> int | None:
@@ -99,21 +90,21 @@ def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> in
 
 
 class TrainingRunner:
-    """Training jobs of every user, run in submission order on the server's job queue."""
+    """Training jobs of every user, run in submission order on the server's job worker."""
 
     def __init__(
         self,
         db: Database,
         models: Models,
         jobs: Jobs,
-        queue: JobQueue,
+        worker: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
     ) -> None:
         self.db = db
         self.models = models
         self.jobs = jobs
-        self.queue = queue
+        self.worker = worker
         self.base_models = base_models
         self.checkpoints_dir = checkpoints_dir
         self.trainer = Trainer()
@@ -135,7 +126,7 @@ class TrainingRunner:
         request = req.model_dump(mode="json", exclude_unset=True)
         return self._enqueue(self.jobs.create(user, req.model_id, "rl", request))
 
-    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Any) -> str:
+    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Artifacts) -> str:
         self.models.get(user, req.model_id)
         artifact, folder = artifacts.resolve(user, req.training_data_url)
         data_file = next(name for name in DATA_FILES if (folder / name).exists())
@@ -155,6 +146,9 @@ class TrainingRunner:
             "batch_size": batch_size,
             "learning_rates": lr if isinstance(lr, list) else [lr] * num_batches,
             "assistant_turns": (config.assistant_turns if config else None) or "all",
+            "experimental_config": experimental.model_dump(mode="json", exclude_unset=True)
+            if (experimental := req.experimental_config)
+            else None,
         }
         return self._enqueue(self.jobs.create(user, req.model_id, "sft", request))
 
@@ -172,7 +166,7 @@ class TrainingRunner:
         self._stopping.set()
 
     def _enqueue(self, job_id: str) -> str:
-        self.queue.submit(partial(self._run, job_id))
+        self.worker.submit(partial(self._run, job_id))
         return job_id
 
     # ------------------------------------------------------------------ recovery
@@ -180,9 +174,7 @@ class TrainingRunner:
     def _recover(self) -> None:
         for job_id in self.jobs.ids_with_status("running"):
             self.jobs.fail(job_id, INTERRUPTED)
-        known = {
-            Path(r[0]) for r in self.db.conn.execute("SELECT path FROM checkpoints WHERE path IS NOT NULL")
-        }
+        known = self.models.checkpoint_folders()
         if self.checkpoints_dir.exists():
             for model_dir in self.checkpoints_dir.iterdir():
                 for folder in model_dir.iterdir() if model_dir.is_dir() else ():
@@ -198,10 +190,8 @@ class TrainingRunner:
         if row is None or row.status != "queued" or row.request is None or self._stopping.is_set():
             return  # gone, cancelled, or left queued for the next start
         try:
-            model = self.db.conn.execute(
-                "SELECT base_model FROM models WHERE id = ?", (row.model_id,)
-            ).fetchone()
-            spec = self.base_models.get(model["base_model"]) if model else None
+            base_model = self.models.base_model_of(row.model_id)
+            spec = self.base_models.get(base_model) if base_model else None
             if spec is None:
                 self.jobs.fail(job_id, "the model's base model is not served by this server")
                 return
@@ -226,7 +216,7 @@ class TrainingRunner:
         self, job_id: str, extra: dict[str, float], steps: list[dict[str, float]]
     ) -> Callable[..., None]:
         def on_step(metrics: dict[str, float]) -> None:
-            data = _numeric({**metrics, **extra})
+            data = numbers({**metrics, **extra})
             steps.append(data)
             self.jobs.add_event(job_id, "gradient_step", data)
             self._check(job_id)
@@ -234,6 +224,7 @@ class TrainingRunner:
         return on_step
 
     def _check(self, job_id: str) -> None:
+        self.worker.beat()
         if job_id in self._cancel:
             raise Stop(CANCELLED, "cancelled")
         if self._stopping.is_set():
@@ -244,18 +235,7 @@ class TrainingRunner:
     ) -> None:
         cfg = resolve(req.experimental_config)
         groups = req.trajectory_groups
-        summary = log_metrics(
-            "train",
-            [
-                summarise(
-                    [t.reward for t in g.trajectories],
-                    [dict(t.metrics) for t in g.trajectories],
-                    dict(g.metrics),
-                    len(g.exceptions),
-                )
-                for g in groups
-            ],
-        )
+        summary = train_metrics(groups)
         plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step)
         extra = {
             "reward": summary.get("train/reward", 0.0),
@@ -268,12 +248,15 @@ class TrainingRunner:
         if cfg.scale_learning_rate_by_reward_std_dev:
             multiplier = reward_std_lr_multiplier(
                 [
-                    *self._metric_history(req.model_id, "train/reward_std_dev"),
+                    *self.models.metric_history(req.model_id, "train/reward_std_dev"),
                     (base.step + 1, extra["reward_std_dev"]),
                 ]
             )
+        peak = peak_learning_rate(plan, cfg, multiplier)
+        warnings = unknown_keys(req.experimental_config)
+        warnings += rl_learning_rate(spec.name, peak) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
-        self.jobs.started(job_id, len(plan.batches))
+        self.jobs.started(job_id, len(plan.batches), warnings)
         steps: list[dict[str, float]] = []
         if plan.batches:
             reference_at = reference_step(req.experimental_config, base.step)
@@ -289,7 +272,7 @@ class TrainingRunner:
             )
         metrics = {
             **summary,
-            **{CANONICAL.get(k, k): v for k, v in _mean_metrics(steps).items() if k not in extra},
+            **{CANONICAL.get(k, k): v for k, v in mean_metrics(steps).items() if k not in extra},
             "data/step_num_groups_submitted": float(plan.num_groups),
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
@@ -300,6 +283,7 @@ class TrainingRunner:
         self, job_id: str, request: dict[str, Any], spec: BaseModelSpec, base: CheckpointRow
     ) -> None:
         path = Path(request["path"])
+        experimental = ExperimentalSFTConfig.model_validate(request.get("experimental_config") or {})
         fmt = self.trainer.chat_format(spec)
         last_only = request["assistant_turns"] == "last"
         samples: list[Sample] = []
@@ -315,17 +299,17 @@ class TrainingRunner:
         batches = sft_batches(samples, request["batch_size"])
         learning_rates = request["learning_rates"]
         policy = self._policy(base.model_id, spec, base)
-        self.jobs.started(job_id, len(batches))
+        self.jobs.started(job_id, len(batches), unknown_keys(experimental))
         steps: list[dict[str, float]] = []
         run_sft(
             policy,
             batches,
             learning_rates,
             pad_id=spec.pad_token_id,
-            chunk_size=1024,
+            chunk_size=experimental.logprob_calculation_chunk_size or LOGPROB_CHUNK_SIZE,
             on_step=self._hook(job_id, {}, steps),
         )
-        metrics = {f"sft/{k}": v for k, v in _mean_metrics(steps).items()}
+        metrics = {f"sft/{k}": v for k, v in mean_metrics(steps).items()}
         metrics["sft/final_loss"] = steps[-1]["loss"] if steps else 0.0
         metrics["data/step_num_gradient_steps"] = float(len(batches))
         self._save(job_id, policy, base, metrics, trained=bool(batches))
@@ -343,13 +327,6 @@ class TrainingRunner:
         if row is None:
             raise UntrainableError(f"the KL reference checkpoint step {step} does not exist")
         return load_model(spec, Path(row.path) if row.path else None)
-
-    def _metric_history(self, model_id: str, key: str) -> list[tuple[int, float]]:
-        rows = self.db.conn.execute(
-            "SELECT step, metrics FROM checkpoints WHERE model_id = ? ORDER BY step", (model_id,)
-        )
-        history = [(r["step"], json.loads(r["metrics"]).get(key)) for r in rows]
-        return [(s, float(v)) for s, v in history if isinstance(v, int | float)]
 
     def _save(
         self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool
@@ -379,7 +356,7 @@ class TrainingRunner:
             shutil.rmtree(tmp, ignore_errors=True)
         try:
             with self.db.write() as conn:
-                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, _numeric(metrics))
+                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
                 self.jobs.succeed(conn, job_id, step, checkpoint_id)
         except BaseException:
             if path is not None:

@@ -205,6 +205,11 @@ def rl_samples(
     trajectory_advantages: list[float] = []
     for g, group in enumerate(groups):
         advantages = group_advantages([t.reward for t in group.trajectories], scale_rewards)
+        if not all(math.isfinite(a) for a in advantages):
+            raise UntrainableError(
+                f"group {g}: its rewards are so far apart that reward minus mean is beyond the float"
+                " range; keep scale_rewards on (the default) or bring the rewards closer together"
+            )
         kept = False
         for t, (trajectory, advantage) in enumerate(zip(group.trajectories, advantages, strict=True)):
             if advantage == 0:

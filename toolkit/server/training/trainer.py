@@ -7,6 +7,7 @@ over between jobs of the same kind (RL after RL, SFT after SFT) and starts fresh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..engine.model import BaseModelSpec, load_model
 from .config import RLConfig
 from .forward import Batch, make_batch, token_logprobs
 from .loss import LossInputs, policy_loss
-from .sequences import ChatFormat, Sample, pack, rl_samples
+from .sequences import ChatFormat, Sample, UntrainableError, pack, rl_samples
 
 GRAD_CLIP = 1.0
 TRAINER_THREADS = 2
@@ -75,8 +76,18 @@ class Trainer:
         self._policy = policy
 
 
-def _clip_and_step(model: PreTrainedModel, optimizer: torch.optim.Optimizer, lr: float) -> float:
+def _clip_and_step(
+    model: PreTrainedModel, optimizer: torch.optim.Optimizer, lr: float, loss: float, step: int
+) -> float:
+    """Clip the gradient and take one AdamW step, unless the loss or the gradient is not finite:
+    then fail before touching the weights (a NaN would spread to every weight)."""
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP))
+    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+        raise UntrainableError(
+            f"gradient step {step}: the loss ({loss}) or the gradient norm ({grad_norm}) is not a finite"
+            " number, so no weights were changed. Extreme advantages (unscaled rewards far apart, with"
+            " scale_rewards off) or extreme values in the data cause this."
+        )
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()
@@ -156,10 +167,11 @@ def run_rl(
         out.loss.backward()
         num_trajectories = len({s.trajectory for s in samples})
         lr = step_learning_rate(cfg, num_trajectories, lr_multiplier)
-        grad_norm = _clip_and_step(model, optimizer, lr)
+        loss = float(out.loss.detach())
+        grad_norm = _clip_and_step(model, optimizer, lr, loss, i + 1)
         on_step(
             {
-                "loss": float(out.loss.detach()),
+                "loss": loss,
                 "grad_norm": grad_norm,
                 "learning_rate": lr,
                 "num_trajectories": float(num_trajectories),
@@ -177,13 +189,23 @@ def step_learning_rate(cfg: RLConfig, num_trajectories: int, multiplier: float =
     return cfg.learning_rate * multiplier * num_trajectories**power
 
 
+def peak_learning_rate(plan: RLPlan, cfg: RLConfig, multiplier: float) -> float | None:
+    """The largest learning rate of the plan's steps (None without steps)."""
+    rates = [step_learning_rate(cfg, len({s.trajectory for s in b}), multiplier) for b in plan.batches]
+    return max(rates, default=None)
+
+
 def reward_std_lr_multiplier(history: Sequence[tuple[int, float]]) -> float:
     """``scale_learning_rate_by_reward_std_dev``: fit ``reward_std_dev ~ a + b * step`` over the
     model's history and scale by ``(a + b * last step) / a`` (1 when it cannot be fitted, a <= 0)."""
     if len(history) < 2:
         return 1.0
     xs = [float(s) for s, _ in history]
-    ys = [v for _, v in history]
+    # the ratio does not change when every value is divided by the largest: then nothing overflows
+    top = max(abs(v) for _, v in history)
+    if top == 0 or not math.isfinite(top):
+        return 1.0
+    ys = [v / top for _, v in history]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mx) ** 2 for x in xs)
     if var == 0:
@@ -216,13 +238,13 @@ def run_sft(
     optimizer = policy.optimizer_for("sft")
     model.train()
     try:
-        for samples, lr in zip(batches, learning_rates, strict=True):
+        for i, (samples, lr) in enumerate(zip(batches, learning_rates, strict=True)):
             batch = make_batch(samples, pad_id)
             logp, entropy = token_logprobs(model, batch, chunk_size)
             count = batch.mask.sum()
             loss = -(logp * batch.mask).sum() / count.clamp(min=1)
             loss.backward()
-            grad_norm = _clip_and_step(model, optimizer, lr)
+            grad_norm = _clip_and_step(model, optimizer, lr, float(loss.detach()), i + 1)
             assert entropy is not None
             on_step(
                 {

@@ -22,8 +22,8 @@ from toolkit.server.training.loss import (
     token_weights,
 )
 from toolkit.server.training.runner import reference_step
-from toolkit.server.training.sequences import Sample, pack
-from toolkit.server.training.trainer import reward_std_lr_multiplier, step_learning_rate
+from toolkit.server.training.sequences import Sample, UntrainableError, pack
+from toolkit.server.training.trainer import _clip_and_step, reward_std_lr_multiplier, step_learning_rate
 from toolkit.types.training import ExperimentalTrainingConfig
 
 NEW = math.log(0.25)  # logp_new of every token
@@ -81,9 +81,12 @@ def test_defaults_and_explicit_nulls() -> None:
     assert resolve(ExperimentalTrainingConfig(kl_penalty_coef=0.1)).kl_penalty_source == "sample"
 
 
-def test_unknown_and_conflicting_keys_are_rejected() -> None:
-    with pytest.raises(ValueError):
-        ExperimentalTrainingConfig.model_validate({"epsilonn": 0.2})
+def test_unknown_keys_are_kept_apart_and_wrong_types_rejected() -> None:
+    cfg = ExperimentalTrainingConfig.model_validate({"epsilon": 0.3, "epsilonn": 0.2, "future": {"a": 1}})
+    assert cfg.model_extra == {"epsilonn": 0.2, "future": {"a": 1}}
+    assert resolve(cfg) == resolve(ExperimentalTrainingConfig(epsilon=0.3))  # unknown keys change nothing
+    with pytest.raises(ValueError, match="epsilon"):
+        ExperimentalTrainingConfig.model_validate({"epsilon": "wide"})
     with pytest.raises(ValueError):
         ExperimentalTrainingConfig(kl_penalty_step_lag=1, kl_penalty_reference_step=0)
 
@@ -96,6 +99,25 @@ def test_group_advantages_scale_rewards_and_zero_variance() -> None:
     unit = 0.5 / (0.5 + 1e-6)  # (R - mean) / (std_pop + 1e-6)
     assert group_advantages([1, 0, 0, 1], scale_rewards=True) == pytest.approx([unit, -unit, -unit, unit])
     assert group_advantages([0.7, 0.7, 0.7], scale_rewards=True) == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([-2.8e160, 1.1], [-1.0, 1.0]),
+        ([1e308, -1e308], [1.0, -1.0]),
+        ([1e308, 1e308, -1e308], [0.5**0.5] * 2 + [-(2**0.5)]),
+    ],
+)
+def test_group_advantages_of_extreme_finite_rewards(rewards: list[float], expected: list[float]) -> None:
+    """Scaled advantages of rewards whose squares overflow are the same finite values as for small ones."""
+    assert group_advantages(rewards, scale_rewards=True) == pytest.approx(expected, rel=1e-9)
+
+
+def test_unscaled_advantages_beyond_the_float_range_are_not_trained() -> None:
+    advantages = group_advantages([1.7e308, -1.7e308, 1.7e308], scale_rewards=False)
+    assert not all(math.isfinite(a) for a in advantages)  # reward - mean does not fit in a float
+    assert group_advantages([1e308, -1e308], scale_rewards=False) == [1e308, -1e308]
 
 
 def test_token_weights_average_one_over_tokens() -> None:
@@ -111,6 +133,8 @@ def test_advantage_balance() -> None:
     assert balance_advantages([1, -1], [2, 2], weights, 0.5) == pytest.approx([4 / 3, -2 / 3])
     # b < 0 shrinks positives: [0.5, -1]
     assert balance_advantages([1, -1], [2, 2], weights, -0.5) == pytest.approx([2 / 3, -4 / 3])
+    # huge unscaled advantages: the same values, scaled (mean(|A| w) would overflow if summed plainly)
+    assert balance_advantages([1e308, -1e308], [2, 2], weights, 0.5) == pytest.approx([4 / 3, -2 / 3])
 
 
 # ----------------------------------------------------------------------------- the losses
@@ -239,6 +263,19 @@ def test_scale_learning_rate_by_reward_std_dev() -> None:
     assert reward_std_lr_multiplier([(1, 1.0), (2, 0.5)]) == pytest.approx(0.5 / 1.5)
     assert reward_std_lr_multiplier([(1, 1.0)]) == 1.0
     assert reward_std_lr_multiplier([(1, 0.0), (2, 1.0)]) == 1.0  # intercept <= 0
+    # the same line at any scale: extreme reward spreads never overflow into a NaN learning rate
+    assert reward_std_lr_multiplier([(1, 1e308), (2, 5e307)]) == pytest.approx(0.5 / 1.5)
+
+
+def test_a_non_finite_gradient_fails_the_step_before_the_weights_change() -> None:
+    model = torch.nn.Linear(2, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss = (model(torch.ones(1, 2)) * 1e38).sum() * 1e38  # inf in float32
+    loss.backward()
+    with pytest.raises(UntrainableError, match=r"gradient step 3: the loss .* is not a finite number"):
+        _clip_and_step(model, optimizer, 1e-3, float(loss.detach()), 3)  # type: ignore[arg-type]
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 def test_packed_sequence_length_fills_minibatches() -> None:

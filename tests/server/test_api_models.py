@@ -258,30 +258,37 @@ def test_cursor_of_another_model_is_rejected(http: httpx.Client, many: dict[str,
     assert_validation_error(r, ["query", "after"])
 
 
-def test_delete_checkpoints(http: httpx.Client, store: Models) -> None:
+def test_delete_checkpoints(server: Any, http: httpx.Client, store: Models) -> None:
     model = create(http)
+    folders = {}
     for step in range(1, 6):
-        store.add_checkpoint(model["id"], step, None, {})
+        folder = server.data_dir / "checkpoints" / model["id"] / f"step{step}"
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights")
+        folders[step] = folder
+        store.add_checkpoint(model["id"], step, str(folder), {})
     path = f"/v1/preview/models/{model['id']}/checkpoints"
 
     r = http.request("DELETE", path, json={"steps": [3, 1, 9, 3, 7]})
     assert r.status_code == 200
-    assert r.json() == {"deleted_count": 2, "not_found_steps": [7, 9]}
+    assert r.json() == {"deleted_count": 2, "not_found_steps": [7, 9], "kept_steps": []}
     assert [c["step"] for c in http.get(path).json()["data"]] == [0, 2, 4, 5]
+    assert [s for s, f in folders.items() if f.exists()] == [2, 4, 5]
 
     r = http.request("DELETE", path, json={"steps": []})
-    assert r.json() == {"deleted_count": 0, "not_found_steps": []}
+    assert r.json() == {"deleted_count": 0, "not_found_steps": [], "kept_steps": []}
     r = http.request("DELETE", path, json={"steps": [1]})
-    assert r.json() == {"deleted_count": 0, "not_found_steps": [1]}
+    assert r.json() == {"deleted_count": 0, "not_found_steps": [1], "kept_steps": []}
 
-    # The current step (the latest checkpoint) stays: training and /log continue from it.
-    r = http.request("DELETE", path, json={"steps": [0, 5]})
-    assert r.status_code == 409
-    assert r.json() == {"detail": "Step 5 is the model's current step; its checkpoint cannot be deleted"}
-    assert [c["step"] for c in http.get(path).json()["data"]] == [0, 2, 4, 5]
-    r = http.request("DELETE", path, json={"steps": [0, 2, 4]})
-    assert r.json() == {"deleted_count": 3, "not_found_steps": []}
-    assert [c["step"] for c in http.get(path).json()["data"]] == [5]
+    # The current step (the latest checkpoint) stays, training and /log continue from it; the others go.
+    r = http.request("DELETE", path, json={"steps": [0, 2, 5, 8]})
+    assert r.status_code == 200
+    assert r.json() == {"deleted_count": 2, "not_found_steps": [8], "kept_steps": [5]}
+    assert [c["step"] for c in http.get(path).json()["data"]] == [4, 5]
+    assert [s for s, f in folders.items() if f.exists()] == [4, 5]
+    r = http.request("DELETE", path, json={"steps": [5]})
+    assert r.json() == {"deleted_count": 0, "not_found_steps": [], "kept_steps": [5]}
+    assert [c["step"] for c in http.get(path).json()["data"]] == [4, 5]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Request body size limit (413 in the owning service's error shape)."""
+"""The request body size limit: a middleware answering 413 in the owning service's error shape."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from . import stats
+
 
 @dataclass
 class GroupSummary:
@@ -19,11 +21,8 @@ class GroupSummary:
 
 
 def _numeric(values: dict[str, object]) -> dict[str, float]:
-    return {
-        k: float(v)
-        for k, v in values.items()
-        if isinstance(v, int | float) and not (isinstance(v, float) and math.isnan(v))
-    }
+    """The values that are finite numbers (booleans count as 0/1): NaN and infinities are left out."""
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
 
 
 def summarise(
@@ -37,40 +36,34 @@ def summarise(
     )
 
 
-def _pstdev(values: Sequence[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
-
-def _means(rows: Iterable[dict[str, float]]) -> dict[str, float]:
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
+def _means(rows: Iterable[dict[str, float]]) -> dict[str, float | None]:
+    columns: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         for key, value in row.items():
-            sums[key] += value
-            counts[key] += 1
-    return {key: sums[key] / counts[key] for key in sums}
+            columns[key].append(value)
+    return {key: stats.mean(values) for key, values in columns.items()}
 
 
 def log_metrics(split: str, groups: Sequence[GroupSummary]) -> dict[str, float]:
     """``{split}/reward`` (mean), ``reward_std_dev`` (mean population std over groups of 2+),
     ``exception_rate``, means of custom trajectory metrics, ``group/<key>`` means of group metrics,
-    and counts."""
+    and counts. No statistic overflows (:mod:`.stats`); one without a finite value is left out."""
     rewards = [r for g in groups for r in g.rewards]
     exceptions = sum(g.num_exceptions for g in groups)
-    out: dict[str, float] = {
+    out: dict[str, float | None] = {
         "num_groups": float(len(groups)),
         "num_trajectories": float(len(rewards)),
         "num_exceptions": float(exceptions),
         "exception_rate": exceptions / (len(rewards) + exceptions) if rewards or exceptions else 0.0,
     }
     if rewards:
-        out["reward"] = sum(rewards) / len(rewards)
-    stds = [_pstdev(g.rewards) for g in groups if len(g.rewards) > 1]
+        out["reward"] = stats.mean(rewards)
+    stds = [stats.pstdev(g.rewards) for g in groups if len(g.rewards) > 1]
+    numbers = [s for s in stds if s is not None]
     if stds:
-        out["reward_std_dev"] = sum(stds) / len(stds)
+        out["reward_std_dev"] = stats.mean(numbers) if len(numbers) == len(stds) else None
     for key, value in _means(m for g in groups for m in g.trajectory_metrics).items():
         out.setdefault(key, value)
     for key, value in _means(g.group_metrics for g in groups).items():
         out[f"group/{key}"] = value
-    return {f"{split}/{key}": value for key, value in out.items()}
+    return {f"{split}/{key}": value for key, value in out.items() if value is not None}

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..types.training import Trajectory
+from ...types.training import Trajectory
 
 DATA_FILES = ("train.jsonl", "trajectories.jsonl")
 ALLOWED_FILES = (*DATA_FILES, "metadata.json")

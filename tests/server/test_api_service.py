@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import json
 import sqlite3
+import time
 import uuid
 from typing import Any
 
@@ -51,10 +53,46 @@ def test_system_check_shape(http: httpx.Client) -> None:
     assert set(body) == {"api", "database", "cpu_queue", "gpu_queue"}
     assert body["api"] is True
     for part in ("database", "cpu_queue", "gpu_queue"):
-        assert set(body[part]) == CHECK_KEYS
+        assert set(body[part]) == (CHECK_KEYS | {"device"} if part == "gpu_queue" else CHECK_KEYS)
         assert body[part]["success"] is True
         assert body[part]["error"] is None
         assert isinstance(body[part]["duration_ms"], float) and body[part]["duration_ms"] >= 0
+    assert body["gpu_queue"]["device"] == "cpu"  # the engine's device (this server runs on CPU)
+
+
+def test_system_check_counts_a_training_worker_as_alive(server: Any, http: httpx.Client) -> None:
+    """While the job worker trains (no ping can be answered), its progress makes it alive."""
+    model = http.post(
+        "/v1/preview/models",
+        json={"project": "p", "name": f"busy-{uuid.uuid4().hex[:8]}", "base_model": BUILTIN_NAME},
+    ).json()
+    lines = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]}
+        for i in range(400)
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    artifact = http.post(
+        "/v1/preview/artifacts", data={"project": "p"}, files=[("files", ("train.jsonl", data))]
+    ).json()
+    job = http.post(
+        "/v1/preview/sft-training-jobs",
+        json={"model_id": model["id"], "training_data_url": artifact["url"], "config": {"batch_size": 1}},
+    ).json()
+    try:
+        events = f"/v1/preview/training-jobs/{job['id']}/events"
+        while not any(
+            e["type"] == "gradient_step" for e in http.get(events, params={"limit": 5}).json()["data"]
+        ):
+            time.sleep(0.05)
+        r = http.get("/v1/system-check")
+        assert (r.status_code, r.json()["cpu_queue"]["success"], r.json()["cpu_queue"]["error"]) == (
+            200,
+            True,
+            None,
+        )
+        assert http.get(f"/v1/preview/training-jobs/{job['id']}").json()["status"] == "running"
+    finally:
+        http.post(f"/v1/preview/training-jobs/{job['id']}/cancel")
 
 
 def test_served_models_list(http: httpx.Client) -> None:
@@ -126,7 +164,7 @@ def test_basic_auth_and_keys_of_other_users(server: Any) -> None:
 def test_keys_are_stored_hashed(server: Any) -> None:
     with sqlite3.connect(f"file:{server.data_dir / 'toolkit.db'}?mode=ro", uri=True) as conn:
         stored = [row[0] for row in conn.execute("SELECT key_hash FROM api_keys")]
-    assert server.key not in stored
+    assert stored and server.key not in stored
     assert all(len(h) == 64 for h in stored)
     for path in server.data_dir.glob("toolkit.db*"):
         assert server.key.encode() not in path.read_bytes()
@@ -135,3 +173,29 @@ def test_keys_are_stored_hashed(server: Any) -> None:
 def test_unknown_route_is_404_in_the_training_shape(http: httpx.Client) -> None:
     r = http.get("/v1/preview/nothing-here")
     assert (r.status_code, r.json()) == (404, {"detail": "Not Found"})
+
+
+def test_accelerator_check_runs_on_the_device() -> None:
+    """The check does real work on the device: one that cannot compute is a failure that says why."""
+    import torch
+
+    from toolkit.server.service_routes import accelerator_check
+
+    cpu = accelerator_check(torch.device("cpu"))
+    assert (cpu.success, cpu.error, cpu.device) == (True, None, "cpu")
+    meta = accelerator_check(torch.device("meta"))  # tensors without data: no result to read
+    assert (meta.success, meta.device) == (False, "meta")
+    assert meta.error is not None and meta.error.startswith("RuntimeError")
+
+
+def test_services_are_typed_and_never_optional() -> None:
+    """Every service a route reaches has its own type: no ``Any``, nothing that may still be None."""
+    import typing
+
+    from toolkit.server.state import Services
+
+    hints = typing.get_type_hints(Services)
+    assert {"engine", "trainer", "traces", "usage", "job_worker"} <= set(hints)
+    for name, hint in hints.items():
+        assert hint is not typing.Any, name
+        assert type(None) not in typing.get_args(hint), name

@@ -412,6 +412,47 @@ def test_log_rejects_non_finite_rewards(http: httpx.Client, number: bytes) -> No
     assert http.get(f"/v1/preview/models/{model_id}/checkpoints").json()["data"][0]["metrics"] == {}
 
 
+@pytest.mark.parametrize(
+    ("rewards", "reward", "std"),
+    [([-2.8e160, 1.1], -1.4e160, 1.4e160), ([1e308, -1e308], 0.0, 1e308), ([1e308, 1e308], 1e308, 0.0)],
+)
+def test_extreme_finite_rewards_never_fail(
+    server: Any, rewards: list[float], reward: float, std: float
+) -> None:
+    """The statistics do not overflow, and the keep-alive connection serves the next request."""
+    with server.http() as http:  # one connection for every request below
+        model_id = new_model(http)
+        group = {"trajectories": [{"reward": r} for r in rewards]}
+        r = http.post(
+            f"/v1/preview/models/{model_id}/log", json={"split": "val", "trajectory_groups": [group]}
+        )
+        assert r.status_code == 200, r.text
+        metrics = r.json()["metrics"]
+        assert (metrics["val/reward"], metrics["val/reward_std_dev"]) == (
+            pytest.approx(reward, rel=1e-12),
+            pytest.approx(std, rel=1e-12),
+        )
+        assert http.get("/v1/health").status_code == 200
+        checkpoint = http.get(f"/v1/preview/models/{model_id}/checkpoints").json()["data"][0]
+        assert checkpoint["metrics"] == metrics
+
+
+def test_metric_values_that_are_not_finite_are_left_out_of_the_means(server: Any, http: httpx.Client) -> None:
+    model_id = new_model(http)
+    first = b'{"reward": 1, "metrics": {"m": Infinity, "n": 2, "o": NaN}}'
+    second = b'{"metrics": {"m": 1, "n": 1e308, "o": -Infinity}}'
+    body = b'{"split": "val", "trajectory_groups": [{"trajectories": [%s, %s]}]}' % (first, second)
+    r = http.post(
+        f"/v1/preview/models/{model_id}/log", content=body, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 200, r.text
+    metrics = r.json()["metrics"]
+    assert (metrics["val/m"], metrics["val/n"]) == (1.0, 5e307)
+    assert "val/o" not in metrics  # no finite value at all
+    assert http.get(f"/v1/preview/models/{model_id}/checkpoints").json()["data"][0]["metrics"] == metrics
+    assert [c.metrics for c in server.client().models.checkpoints.list(model_id)] == [metrics]
+
+
 def test_custom_metrics_that_are_not_numbers_are_rejected(http: httpx.Client) -> None:
     model_id = new_model(http)
     r = http.post(f"/v1/preview/models/{model_id}/log", json=_traj(reward=1.0, metrics={"m": "high"}))

@@ -8,12 +8,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
-from ...types.training import Artifact
-from ..auth import current_user
-from ..errors import Unprocessable
-from ..state import Services, services
-from ..store.users import User
-from ..training_data import ALLOWED_FILES, TrainingDataError, check_metadata, iter_conversations
+from ....types.training import Artifact
+from ...auth import current_user
+from ...errors import Unprocessable
+from ...state import Services, services
+from ...store.users import User
+from ..data import ALLOWED_FILES, TrainingDataError, check_metadata, iter_conversations
 
 router = APIRouter(prefix="/v1/preview/artifacts")
 NAME = re.compile(r"^(?!\.+$)[A-Za-z0-9_.\-]{1,128}$")  # "." and ".." are path parts, not names

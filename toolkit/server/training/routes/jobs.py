@@ -6,24 +6,23 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from ...types.training import (
+from ....types.training import (
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     TrainingJob,
     TrainingJobCreated,
     TrainingJobEventList,
 )
-from ..auth import current_user
-from ..state import Services, services
-from ..store.users import User
-from ..training.runner import TrainingRunner
+from ...auth import current_user
+from ...state import Services, services
+from ...store.users import User
+from ..runner import TrainingRunner
 
 router = APIRouter(prefix="/v1/preview")
 
 
 def runner(svc: Services = Depends(services)) -> TrainingRunner:
-    trainer: TrainingRunner = svc.trainer
-    return trainer
+    return svc.trainer
 
 
 @router.post("/training-jobs", response_model=TrainingJobCreated)

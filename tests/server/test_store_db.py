@@ -1,0 +1,57 @@
+"""The SQLite access layer: one connection per thread, and ``close()`` closes all of them."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from toolkit.server.store.db import Database
+from toolkit.server.store.migrations import MIGRATIONS
+
+
+def test_close_closes_the_connection_of_every_thread(tmp_path: Path) -> None:
+    db = Database(tmp_path / "toolkit.db", MIGRATIONS)
+    connections: list[sqlite3.Connection] = [db.conn]
+    opened = threading.Barrier(4)
+    closed = threading.Event()
+
+    def reader() -> None:
+        connections.append(db.conn)
+        db.conn.execute("SELECT COUNT(*) FROM models").fetchone()
+        opened.wait(10)
+        closed.wait(10)  # the thread is still alive when the database closes
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    opened.wait(10)
+    assert len({id(c) for c in connections}) == 4  # one connection per thread
+    db.close()
+    closed.set()
+    for thread in threads:
+        thread.join(10)
+    for conn in connections:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        db.conn.execute("SELECT 1")
+
+
+def test_a_new_thread_cannot_open_a_closed_database(tmp_path: Path) -> None:
+    db = Database(tmp_path / "toolkit.db", MIGRATIONS)
+    db.close()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            db.conn.execute("SELECT 1")
+        except sqlite3.ProgrammingError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join(10)
+    assert [str(e) for e in errors] == [f"the database {tmp_path / 'toolkit.db'} is closed"]

@@ -1,0 +1,98 @@
+"""Service routes: health, the system check and the servable-model list (``/v1/models``)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from .._version import __version__
+from ..types.chat import ModelCard, ModelCardList
+from ..types.training import AcceleratorCheck, ComponentCheck, Health, SystemCheck
+from .auth import current_user
+from .state import Services, services
+from .store.users import User
+
+router = APIRouter()
+
+
+@router.get("/v1/health", response_model=Health)
+def health(_: User = Depends(current_user)) -> Health:
+    return Health(version=__version__)
+
+
+@router.get("/v1/system-check", response_model=SystemCheck, responses={503: {"model": SystemCheck}})
+def system_check(svc: Services = Depends(services), _: User = Depends(current_user)) -> JSONResponse:
+    """The database's integrity, the training job worker (``cpu_queue``) and the device the engine
+    runs on (``gpu_queue``); 503 when one of them fails."""
+    probe = svc.job_worker.probe()
+    cpu = ComponentCheck(success=probe.success, duration_ms=probe.duration_ms, error=probe.error)
+    result = SystemCheck(
+        api=True, database=database_check(svc), cpu_queue=cpu, gpu_queue=accelerator_check(svc.engine.device)
+    )
+    ok = result.database.success and result.cpu_queue.success and result.gpu_queue.success
+    return JSONResponse(result.model_dump(mode="json"), status_code=200 if ok else 503)
+
+
+def database_check(svc: Services) -> ComponentCheck:
+    start = time.perf_counter()
+    try:
+        ok = svc.db.integrity_ok()
+        error = None if ok else "integrity_check failed"
+    except Exception as exc:  # a broken database is what this check reports
+        ok, error = False, str(exc)
+    return ComponentCheck(success=ok, duration_ms=(time.perf_counter() - start) * 1000, error=error)
+
+
+def accelerator_check(device: torch.device) -> AcceleratorCheck:
+    """One small tensor operation on the device the engine really uses."""
+    start = time.perf_counter()
+    try:
+        torch.ones(1, device=device).add_(1).item()
+        error = None
+    except Exception as exc:  # an unusable device is what this check reports
+        error = f"{type(exc).__name__}: {exc}"
+    return AcceleratorCheck(
+        success=error is None,
+        duration_ms=(time.perf_counter() - start) * 1000,
+        error=error,
+        device=str(device),
+    )
+
+
+@router.get("/v1/models", response_model=ModelCardList)
+def list_models(svc: Services = Depends(services), user: User = Depends(current_user)) -> ModelCardList:
+    """Base models, then each of the user's models (latest) and every checkpoint as ``name:step<N>``."""
+    started = int(svc.settings.data_dir.stat().st_mtime)
+    cards = [
+        ModelCard(id=name, created=started, root=name, max_model_len=spec.max_model_len)
+        for name, spec in svc.base_models.items()
+    ]
+    seen: set[str] = set()
+    for checkpoint in svc.models.servable(user):
+        created = int(checkpoint.created_at.timestamp())
+        spec = svc.base_models.get(checkpoint.base_model)
+        max_len = spec.max_model_len if spec else None
+        if checkpoint.name not in seen:
+            seen.add(checkpoint.name)
+            cards.append(
+                ModelCard(
+                    id=checkpoint.name,
+                    created=created,
+                    root=checkpoint.base_model,
+                    parent=checkpoint.base_model,
+                    max_model_len=max_len,
+                )
+            )
+        cards.append(
+            ModelCard(
+                id=f"{checkpoint.name}:step{checkpoint.step}",
+                created=created,
+                root=checkpoint.base_model,
+                parent=checkpoint.name,
+                max_model_len=max_len,
+            )
+        )
+    return ModelCardList(data=cards)

@@ -1,0 +1,57 @@
+"""The numbers a training job reports: its gradient-step event data and its checkpoint's metrics.
+
+Event data and checkpoint metrics are numbers only (ART's client calls ``float`` on every value),
+so a statistic that is not a finite number is left out; means never overflow (:mod:`.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from ...types.training import TrajectoryGroup
+from . import stats
+from .log_metrics import log_metrics, summarise
+
+# gradient_step keys -> the names ART's client files them under (checkpoint metrics use these)
+CANONICAL = {
+    "loss": "loss/train",
+    "grad_norm": "loss/grad_norm",
+    "learning_rate": "loss/learning_rate",
+    "entropy": "loss/entropy",
+    "kl_policy_ref": "loss/kl_policy_ref",
+    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
+    "num_tokens": "data/step_num_tokens",
+    "num_trajectories": "data/step_num_trajectories",
+}
+
+
+def numbers(metrics: Mapping[str, float | None]) -> dict[str, float]:
+    """The entries of ``metrics`` that are finite numbers."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
+
+
+def mean_metrics(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per key (sorted), the mean over the steps that report it."""
+    columns: dict[str, list[float]] = defaultdict(list)
+    for step in steps:
+        for key, value in step.items():
+            columns[key].append(value)
+    return numbers({key: stats.mean(columns[key]) for key in sorted(columns)})
+
+
+def train_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """``train/...`` metrics of an RL job's groups, as ``/log`` computes them for a split."""
+    return log_metrics(
+        "train",
+        [
+            summarise(
+                [t.reward for t in g.trajectories],
+                [dict(t.metrics) for t in g.trajectories],
+                dict(g.metrics),
+                len(g.exceptions),
+            )
+            for g in groups
+        ],
+    )

@@ -1,0 +1,48 @@
+"""Warnings a training job reports in its first event (``training_started``, key ``warnings``):
+what it was asked that this server ignores, and settings known to ruin the model.
+
+Learning rates for RL (docs/training.md, "Learning rates"): the built-in tiny model trained stably
+at 1e-4 to 2e-4 and collapsed at 3e-4 and above in measurements on this server's RL loop; any other
+base model is fully fine-tuned here, where RL learning rates are commonly 1e-6 to 1e-5 (ART's
+default is 5e-6), so more than 1e-4 is far above that range.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ..engine.model import BUILTIN_NAME
+
+BUILTIN_RL_STABLE = "1e-4 to 2e-4"
+BUILTIN_RL_HARMFUL = 3e-4  # and above: the built-in model collapsed
+FULL_FINE_TUNING_RL_USUAL = "1e-6 to 1e-5"
+FULL_FINE_TUNING_RL_WARN_ABOVE = 1e-4
+
+
+def unknown_keys(config: BaseModel | None) -> list[str]:
+    """A warning naming the ``experimental_config`` keys this server does not know (and ignored)."""
+    extra = config.model_extra if config is not None else None
+    if not extra:
+        return []
+    names = ", ".join(sorted(extra))
+    return [f"experimental_config keys this server does not know were ignored: {names}."]
+
+
+def rl_learning_rate(base_model: str, learning_rate: float) -> list[str]:
+    """A warning when the largest learning rate of an RL job's steps is far above the range known
+    to work for the model."""
+    if base_model == BUILTIN_NAME:
+        if learning_rate < BUILTIN_RL_HARMFUL:
+            return []
+        return [
+            f"The learning rate of this job reaches {learning_rate:g}, far above the range known to work"
+            f" for RL on {base_model}: {BUILTIN_RL_STABLE} trained stably, {BUILTIN_RL_HARMFUL:g} and more"
+            f" collapsed the model in measurements. Use {BUILTIN_RL_STABLE}."
+        ]
+    if learning_rate <= FULL_FINE_TUNING_RL_WARN_ABOVE:
+        return []
+    return [
+        f"The learning rate of this job reaches {learning_rate:g}, far above the range known to work"
+        f" for RL with full fine-tuning of {base_model}: {FULL_FINE_TUNING_RL_USUAL} is usual (ART's"
+        f" default is 5e-6). Use {FULL_FINE_TUNING_RL_USUAL}."
+    ]
