@@ -61,7 +61,8 @@ class CheckpointExplorer(ToolkitWidget):
         self.status_line = StatusLine()
         self.confirm_box = w.HBox(layout=w.Layout(display="none"))
         self.chat_area = w.VBox()
-        self.metric.observe(lambda _: self._plot(), "value")
+        self._refreshing = False  # refresh() plots once, not on each change of the metric list
+        self.metric.observe(self._metric_changed, "value")
         actions = w.VBox(
             [
                 button("Delete…", self.request_delete, "danger", "trash"),
@@ -111,9 +112,13 @@ class CheckpointExplorer(ToolkitWidget):
         shown = frames.with_values_first(named.drop(columns=["id", "model_id"]), LEADING)
         metrics = [c for c in shown.columns if c not in LEADING]
         current = self.metric.value
-        self.metric.options = metrics
         preferred = next((m for m in metrics if m.endswith("/reward")), metrics[0] if metrics else None)
-        self.metric.value = current if current in metrics else preferred
+        self._refreshing = True
+        try:
+            self.metric.options = metrics
+            self.metric.value = current if current in metrics else preferred
+        finally:
+            self._refreshing = False
         self.selection.options = [
             (f"{self._label(m)} step {s}", (m, int(s)))
             for m, s in zip(self.checkpoints["model_id"], self.checkpoints["step"], strict=True)
@@ -175,6 +180,10 @@ class CheckpointExplorer(ToolkitWidget):
     def _label(self, model_id: str) -> str:
         model = self._models.get(model_id)
         return model.name if model else model_id[:8]
+
+    def _metric_changed(self, _: object) -> None:
+        if not self._refreshing:
+            self._plot()
 
     def _plot(self) -> None:
         df = self.checkpoints.assign(model_id=self.checkpoints["model_id"].map(self._label))
