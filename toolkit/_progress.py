@@ -22,7 +22,8 @@ def _is_notebook_bar(bar_class: type[Any]) -> bool:
 class ProgressBar:
     """A ``tqdm.auto`` bar (``bar_class`` picks another flavour); :meth:`close` leaves its final state."""
 
-    def __init__(self, total: int, desc: str, unit: str, *, bar_class: type[Any] = tqdm) -> None:
+    def __init__(self, total: int, desc: str, unit: str, *, bar_class: type[Any] | None = None) -> None:
+        bar_class = bar_class or tqdm
         notebook = _is_notebook_bar(bar_class)
         self.bar: Any = bar_class(
             total=total, desc=desc, unit=unit, **({"display": False} if notebook else {})

@@ -123,6 +123,18 @@ def test_gather_runs_each_rollout_in_the_callers_context() -> None:
     assert [t.metadata["parent"] for g in groups for t in g.trajectories] == ["gather-call"] * 6
 
 
+def test_gather_shows_a_progress_bar_to_the_end(capsys: pytest.CaptureFixture[str]) -> None:
+    def rollout(word: str) -> Trajectory:
+        if word == "bad":
+            raise ValueError(word)
+        return Trajectory.model_validate({"messages_and_choices": [], "reward": 1.0})
+
+    groups = gather(["a", "bad"], rollout, group_size=2, desc="words")
+    assert [len(g.exceptions) for g in groups] == [0, 2]
+    last = capsys.readouterr().err.strip().split("\r")[-1]
+    assert last.startswith("words: 100%") and "4/4" in last and "reward=1.000, exceptions=2" in last
+
+
 def test_gather_captures_exceptions_into_their_group(server: LocalServer) -> None:
     client = server.client()
     calls: list[str] = []

@@ -10,6 +10,7 @@ from IPython.display import display
 from tqdm.notebook import tqdm as notebook_tqdm
 from widget_support import base_model, group, new_model, outputs_of, shell
 
+from toolkit import _progress
 from toolkit._progress import ProgressBar
 from toolkit.widgets import ChatCompare, JobMonitor
 
@@ -85,3 +86,23 @@ def test_progress_bar_leaves_its_final_state_in_the_saved_output(shell: Any) -> 
     last = outputs_of(shell, display_id(shown))[-1]
     assert last["update"] and "100%" in last["data"]["text/plain"] and "3/3" in last["data"]["text/plain"]
     assert "reward=0.500" in last["data"]["text/plain"]
+
+
+def test_a_job_waited_on_in_a_notebook_leaves_its_final_count(
+    server: Any, shell: Any, monkeypatch: Any
+) -> None:
+    """``job.wait()`` draws its bar with :class:`ProgressBar`: in Jupyter (tqdm.auto's notebook flavour)
+    the saved text of the bar reads the final step count."""
+    monkeypatch.setattr(_progress, "tqdm", notebook_tqdm)
+    client = server.client()
+    model = new_model(client)
+    job = client.training_jobs.create(
+        model_id=model.id,
+        trajectory_groups=[group([0.0, 1.0])],
+        experimental_config={"allow_training_without_logprobs": True},
+    )
+    job.wait()
+    steps = client.training_jobs.retrieve(job.id).num_sequences
+    (shown,) = [o for o in shell.display_pub.outputs if not o["update"]]
+    last = outputs_of(shell, display_id(shown))[-1]["data"]["text/plain"]
+    assert last.startswith(f"train {job.id[:8]}: 100%") and f"{steps}/{steps}" in last
