@@ -240,7 +240,7 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     # launch a job and watch it end
     cell["launcher"].locator("button.widget-button", has_text="Launch").click()
     expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
-    expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
+    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text("Training")
     expect(cell["launcher"]).to_contain_text("training_ended")
 
     # stream the chat comparison
@@ -254,6 +254,7 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     explorer.locator("button.widget-button", has_text="Load").click()
     checkpoints = explorer.locator("select[multiple]").nth(1)
     expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
+    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward")  # the figure is drawn
     checkpoints.select_option(index=[0, 1])
     explorer.locator("button.widget-button", has_text="Chat with this checkpoint").click()
     explorer.get_by_placeholder("user message").fill("Compare yourselves")
@@ -265,6 +266,8 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     traces = cell["traces"]
     traces.locator("select[size]").select_option(index=1)
     expect(traces).to_contain_text("inputs", timeout=30_000)
+    expect(traces.locator(".js-plotly-plot .gtitle")).to_have_text("Call tree")
+    expect(traces.locator(".js-plotly-plot .bars path")).to_have_count(2)  # agent and chat
     thumbs_up = traces.locator("button.widget-button i.fa-thumbs-up")
     glyph = thumbs_up.evaluate(
         "i => [getComputedStyle(i, '::before').content, getComputedStyle(i).fontFamily]"

@@ -66,7 +66,7 @@ def test_monitor_output_keeps_the_final_state_of_the_job(server: Any, shell: Any
     shell.execution_count = 5
     display(monitor)
     (shown,) = shell.display_pub.outputs
-    assert shown["data"]["text/plain"] == f"JobMonitor: job {job.id[:8]} waiting, 0 steps"
+    assert shown["data"]["text/plain"].startswith(f"JobMonitor: job {job.id[:8]} ")
     done = monitor.wait(timeout=180)
     assert done is not None and done.num_sequences
     last = outputs_of(shell, display_id(shown))[-1]

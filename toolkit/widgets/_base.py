@@ -101,9 +101,9 @@ class ToolkitWidget(w.VBox):
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
+        self.start()  # the first load lands before the front end draws the widget
         self._output = display(self._repr_mimebundle_(), raw=True, display_id=True)
         self.shown_in = current_cell()
-        self.start()
 
     def refresh_output(self) -> None:
         """Rewrite the live output so that its text says the current state."""
