@@ -13,20 +13,24 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from . import _theme
 from .types.chat import ChatCompletion
 from .types.traces import Call
 from .types.training import Checkpoint, Model, TrainingJob, Trajectory, TrajectoryGroup
 
 STATUS_COLORS = {
-    "succeeded": "#2ca02c",
-    "success": "#2ca02c",
-    "failed": "#d62728",
-    "error": "#d62728",
-    "cancelled": "#7f7f7f",
-    "running": "#1f77b4",
-    "queued": "#ff7f0e",
+    "succeeded": _theme.SUCCESS,
+    "success": _theme.SUCCESS,
+    "failed": _theme.ERROR,
+    "error": _theme.ERROR,
+    "cancelled": _theme.MUTED,
+    "running": _theme.BRAND,
+    "queued": _theme.WARN,
 }
-CARD = "border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:2px 0;font-size:13px;max-width:900px"
+CARD = (
+    f"border:1px solid {_theme.BORDER};border-radius:6px;padding:6px 10px;margin:2px 0;"
+    f"font-size:13px;max-width:900px;color:{_theme.TEXT}"
+)
 CELL = "padding:2px 8px;text-align:left;vertical-align:top"
 
 
@@ -35,9 +39,8 @@ def esc(value: Any) -> str:
 
 
 def badge(text: str | None) -> str:
-    style = (
-        f"background:{STATUS_COLORS.get(text or '', '#555')};color:white;border-radius:4px;padding:1px 6px"
-    )
+    background = STATUS_COLORS.get(text or "", _theme.MUTED)
+    style = f"background:{background};color:{_theme.ON_COLOR};border-radius:4px;padding:1px 6px"
     return f'<span style="{style}">{esc(text or "?")}</span>'
 
 
@@ -83,7 +86,9 @@ def job_html(job: TrainingJob) -> str:
         "created_at",
         "finished_at",
     )
-    error = f'<pre style="color:#d62728;white-space:pre-wrap">{esc(job.error)}</pre>' if job.error else ""
+    error = (
+        f'<pre style="color:{_theme.ERROR};white-space:pre-wrap">{esc(job.error)}</pre>' if job.error else ""
+    )
     return card(f"Training job {badge(job.status)}", _fields(job, names) + error)
 
 

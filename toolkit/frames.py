@@ -115,6 +115,15 @@ def frame(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, Any]) -> pd.D
     return _typed(df.astype(object).where(df.notna(), None), columns)
 
 
+def with_values_first(df: pd.DataFrame, leading: Sequence[str] = ()) -> pd.DataFrame:
+    """The ``leading`` columns, then the others by how many values they hold (most first, ties in
+    their order); columns without a single value are left out."""
+    counts = df.notna().sum()
+    rest = [c for c in df.columns if c not in leading and counts[c] > 0]
+    rest.sort(key=lambda c: -int(counts[c]))
+    return df[[c for c in leading if c in df.columns] + rest]
+
+
 def _as(model: type[M], value: M | Mapping[str, Any]) -> M:
     return value if isinstance(value, model) else model.model_validate(value)
 

@@ -1,23 +1,61 @@
 """Plotly figures of the frames of :mod:`toolkit.frames`: pure functions ``frame -> go.Figure``.
 
 Line and marker traces switch to WebGL (``Scattergl``) past :data:`WEBGL_THRESHOLD` points so large
-runs stay responsive.
+runs stay responsive. Figures have transparent backgrounds and grey text and grid (:data:`TEMPLATE`),
+so they read on JupyterLab's light and dark themes alike. Token logprobs are coloured on one fixed
+scale of probability (:func:`probability_color`), so strips of different models and cells compare.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 WEBGL_THRESHOLD = 2000
 LOSS_KEYS = ("loss", "loss/train", "policy_loss")
 REWARD_KEYS = ("reward", "train/reward")
-TEMPLATE = "plotly_white"
+CURVES = (("loss", LOSS_KEYS), ("reward", REWARD_KEYS))  # a panel each, drawn when the job reports it
+INK = "#7a7a7a"  # about 4.3:1 contrast on both JupyterLab backgrounds (light: white, dark: #111)
+GRID = "rgba(128,128,128,0.3)"
+TRANSPARENT = "rgba(0,0,0,0)"
+# Token probability 0 -> 1, red -> yellow -> green; light enough for black text on every colour.
+PROBABILITY_SCALE = [
+    [0.0, "#f46d43"],
+    [0.25, "#fdae61"],
+    [0.5, "#fee08b"],
+    [0.75, "#a6d96a"],
+    [1.0, "#66bd63"],
+]
+
+
+def _template() -> go.layout.Template:
+    template = go.layout.Template(pio.templates["plotly_white"])
+    template.layout.update(
+        paper_bgcolor=TRANSPARENT,
+        plot_bgcolor=TRANSPARENT,
+        font_color=INK,
+        annotationdefaults_arrowcolor=INK,
+    )
+    for axis in (template.layout.xaxis, template.layout.yaxis):
+        axis.update(gridcolor=GRID, linecolor=GRID, zerolinecolor=GRID)
+    return template
+
+
+TEMPLATE = _template()
+
+
+def probability_color(logprob: float) -> str:
+    """The colour of a token of this logprob on the fixed probability scale (``rgb(r, g, b)``)."""
+    p = min(1.0, max(0.0, math.exp(logprob))) if math.isfinite(logprob) else 0.0
+    return str(sample_colorscale(PROBABILITY_SCALE, [p])[0])
 
 
 def scatter(n: int, **kw: Any) -> go.Scatter | go.Scattergl:
@@ -29,28 +67,34 @@ def _floats(series: pd.Series) -> np.ndarray:
     return series.to_numpy(dtype=float, na_value=np.nan)
 
 
-def first_column(df: pd.DataFrame, names: Sequence[str]) -> str | None:
-    """The first of ``names`` that is a column of ``df``."""
-    return next((n for n in names if n in df.columns), None)
-
-
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     fig.update_layout(title=title, template=TEMPLATE, margin={"l": 50, "r": 20, "t": 50, "b": 40}, **kw)
     return fig
 
 
+def reported(df: pd.DataFrame, names: Sequence[str]) -> str | None:
+    """The first of ``names`` that is a column of ``df`` holding at least one value."""
+    return next((n for n in names if n in df.columns and df[n].notna().any()), None)
+
+
 def training_curves(events: pd.DataFrame) -> go.Figure:
-    """Loss (top) and reward (bottom) over gradient steps, from :func:`toolkit.frames.events_frame`."""
+    """Loss and reward over gradient steps (:func:`toolkit.frames.events_frame`), one panel each, stacked;
+    only the metrics the job reports get a panel (an SFT job has no reward)."""
     steps = events[events["type"] == "gradient_step"] if "type" in events else events
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    for row, (label, keys) in enumerate((("loss", LOSS_KEYS), ("reward", REWARD_KEYS)), start=1):
-        column = first_column(steps, keys)
-        y = _floats(steps[column]) if column else np.array([])
-        x = _floats(steps["step"]) if column else np.array([])
+    panels = [(label, column) for label, keys in CURVES if (column := reported(steps, keys))]
+    if not panels:
+        fig = go.Figure()
+        fig.add_annotation(text="no gradient step yet", showarrow=False, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return _layout(fig, "Training", height=200)
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for row, (label, column) in enumerate(panels, start=1):
+        x, y = _floats(steps["step"]), _floats(steps[column])
         fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label), row=row, col=1)
         fig.update_yaxes(title_text=label, row=row, col=1)
-    fig.update_xaxes(title_text="gradient step", row=2, col=1)
-    return _layout(fig, "Training", showlegend=False)
+    fig.update_xaxes(title_text="gradient step", row=len(panels), col=1)
+    return _layout(fig, "Training", showlegend=False, height=220 + 160 * len(panels))
 
 
 def checkpoint_metrics(checkpoints: pd.DataFrame, metric: str, by: str = "model_id") -> go.Figure:
@@ -74,21 +118,27 @@ def reward_distribution(trajectories: pd.DataFrame, by: str = "group") -> go.Fig
 
 
 def logprob_strip(tokens: pd.DataFrame) -> go.Figure:
-    """A one-row heat strip of a completion's tokens coloured by logprob (:func:`frames.logprobs_frame`)."""
+    """A one-row heat strip of a completion's tokens (:func:`frames.logprobs_frame`), coloured by their
+    probability on the fixed scale 0 -> 1 (so two strips compare); the logprob shows on hover."""
     text = [t.replace("\n", "↵") for t in tokens["token"].astype(str)]
+    logprobs = _floats(tokens["logprob"])
     fig = go.Figure(
         go.Heatmap(
-            z=[_floats(tokens["logprob"])],
+            z=[np.exp(logprobs)],
+            customdata=[logprobs],
             text=[text],
             texttemplate="%{text}",
-            hovertemplate="%{text}<br>logprob %{z:.3f}<extra></extra>",
-            colorscale="RdYlGn",
-            zmax=0.0,
-            colorbar={"title": "logprob"},
+            textfont={"color": "black"},
+            hovertemplate="%{text}<br>logprob %{customdata:.3f}, probability %{z:.3f}<extra></extra>",
+            colorscale=PROBABILITY_SCALE,
+            zauto=False,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar={"title": {"text": "probability"}},
         )
     )
     fig.update_yaxes(visible=False)
-    return _layout(fig, "Token logprobs", height=180, xaxis_title="token")
+    return _layout(fig, "Token probabilities", height=180, xaxis_title="token")
 
 
 def trace_timeseries(calls: pd.DataFrame) -> go.Figure:

@@ -6,6 +6,10 @@ A rollout function takes one scenario and returns a scored :class:`Trajectory` (
 per scenario with bounded concurrency and a progress bar; an exception inside a rollout is
 recorded in its group (as ART does) instead of stopping the others. With tracing enabled
 (:func:`toolkit.tracing.enable`), each rollout is a call and its chat completions are its children.
+
+An RL job trains on the sampled tokens and their logprobs: :func:`trajectory` warns
+(:class:`MissingTokensWarning`) when the completion lacks them, and :func:`rl_untrainable` lists the
+trajectories of some groups that an RL job would refuse for that reason.
 """
 
 from __future__ import annotations
@@ -13,21 +17,77 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import traceback
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tqdm.auto import tqdm
-
 from . import tracing
+from ._progress import ProgressBar
 from .types.chat import ChatCompletion
-from .types.training import Choice, PydanticException, Tool, Trajectory, TrajectoryGroup
+from .types.training import Choice, History, PydanticException, Tool, Trajectory, TrajectoryGroup
 
 S = TypeVar("S")
 TrajectoryLike = Trajectory | Mapping[str, Any]
 Outcome = Trajectory | BaseException
 
-__all__ = ["choice_from_completion", "exception_record", "gather", "gather_async", "trajectory"]
+__all__ = [
+    "MissingTokensWarning",
+    "choice_from_completion",
+    "exception_record",
+    "gather",
+    "gather_async",
+    "missing_rl_data",
+    "rl_untrainable",
+    "trajectory",
+]
+RL_NEEDS = "request logprobs=True and return_token_ids=True, or set allow_training_without_logprobs"
+
+
+class MissingTokensWarning(UserWarning):
+    """A trajectory was built from a completion without logprobs or token ids: RL cannot train on it."""
+
+
+def _lacks(choice: Choice) -> str | None:
+    """``"no logprobs"``, ``"no token ids"``, both, or None when the choice has what RL trains on."""
+    missing = [
+        name
+        for name, absent in (
+            ("logprobs", choice.logprobs is None),
+            ("token ids", choice.token_ids is None or choice.prompt_token_ids is None),
+        )
+        if absent
+    ]
+    return "no " + " and no ".join(missing) if missing else None
+
+
+def missing_rl_data(trajectory: Trajectory) -> list[str]:
+    """What the trainable choices of a trajectory lack for RL, one line each (``"message 1: no
+    logprobs"``): the sampler's logprobs, and the prompt and completion token ids."""
+    problems = []
+    histories: list[Trajectory | History] = [trajectory, *trajectory.additional_histories]
+    for h, history in enumerate(histories):
+        for position, item in enumerate(history.messages_and_choices):
+            lacks = _lacks(item) if isinstance(item, Choice) else None
+            if lacks:
+                problems.append(f"message {position}{f' of history {h}' if h else ''}: {lacks}")
+    return problems
+
+
+def rl_untrainable(groups: Sequence[TrajectoryGroup]) -> list[str]:
+    """The trajectories an RL job would refuse (unless ``allow_training_without_logprobs``), one line per
+    choice: those that carry an advantage (their group's rewards vary and theirs is not the mean) and
+    have a choice without logprobs or token ids."""
+    problems = []
+    for g, group in enumerate(groups):
+        rewards = [t.reward for t in group.trajectories]
+        if not rewards or max(rewards) == min(rewards):
+            continue  # no advantage: the job skips the group
+        mean = sum(rewards) / len(rewards)
+        for t, traj in enumerate(group.trajectories):
+            if traj.reward != mean:
+                problems += [f"group {g}, trajectory {t}, {m}" for m in missing_rl_data(traj)]
+    return problems
 
 
 def choice_from_completion(completion: ChatCompletion, index: int = 0) -> Choice:
@@ -56,7 +116,8 @@ def trajectory(
     metrics: Mapping[str, float | int | bool] | None = None,
     metadata: Mapping[str, float | int | str | bool | None] | None = None,
 ) -> Trajectory:
-    """A trajectory of the prompt ``messages`` followed by the completion's choice ``index``."""
+    """A trajectory of the prompt ``messages`` followed by the completion's choice ``index``; warns
+    (:class:`MissingTokensWarning`) when the choice lacks the logprobs or token ids RL trains on."""
     fields: dict[str, Any] = {
         "messages_and_choices": [dict(m) for m in messages] + [choice_from_completion(completion, index)],
         "reward": reward,
@@ -67,6 +128,13 @@ def trajectory(
         fields["metrics"] = dict(metrics)
     if metadata:
         fields["metadata"] = dict(metadata)
+    lacks = _lacks(fields["messages_and_choices"][-1])
+    if lacks:
+        warnings.warn(
+            f"the completion has {lacks}: an RL job cannot train on this trajectory ({RL_NEEDS})",
+            MissingTokensWarning,
+            stacklevel=2,
+        )
     return Trajectory.model_validate(fields)
 
 
@@ -106,7 +174,7 @@ def _groups(
 
 class _Bar:
     def __init__(self, total: int, enabled: bool, desc: str) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="rollout") if enabled else None
+        self.bar = ProgressBar(total, desc, "rollout") if enabled else None
         self.rewards: list[float] = []
         self.errors = 0
 
@@ -117,9 +185,8 @@ class _Bar:
             self.rewards.append(outcome.reward)
         else:
             self.errors += 1
-        self.bar.update(1)
         mean = sum(self.rewards) / len(self.rewards) if self.rewards else float("nan")
-        self.bar.set_postfix(reward=f"{mean:.3f}", exceptions=self.errors)
+        self.bar.update(1, reward=f"{mean:.3f}", exceptions=self.errors)
 
     def close(self) -> None:
         if self.bar is not None:

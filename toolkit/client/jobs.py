@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pydantic import PrivateAttr
-from tqdm.auto import tqdm
 
+from .._progress import ProgressBar
 from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError
 from ._pagination import AsyncPaginator, CursorPage
@@ -61,11 +61,10 @@ class _Progress:
             return
         if event.type == "training_started":
             total = int(event.data.get("num_sequences", 0))
-            self.bar = tqdm(total=total, desc=f"train {self.job_id[:8]}", unit="step")
+            self.bar = ProgressBar(total, f"train {self.job_id[:8]}", "step")
         elif event.type == "gradient_step" and self.bar is not None:
-            self.bar.update(1)
             shown = {k: event.data[k] for k in ("loss", "reward") if k in event.data}
-            self.bar.set_postfix({k: f"{float(v):.4g}" for k, v in shown.items()})
+            self.bar.update(1, **{k: f"{float(v):.4g}" for k, v in shown.items()})
         elif event.type in TERMINAL_EVENTS:
             self.close()
 

@@ -1,5 +1,7 @@
 """ipywidgets views over the client: build trajectories, launch and monitor jobs, explore checkpoints,
-compare models side by side and browse traces. Each widget's logic lives in plain methods."""
+compare models side by side and browse traces. Each widget's logic lives in plain methods, its state
+in traits; all six share one lifecycle (:class:`~toolkit.widgets._base.ToolkitWidget`): nothing
+loads in ``__init__``, the first display or ``start()`` does, and ``close()`` stops what was started."""
 
 from .builder import TrajectoryBuilder
 from .chat import ChatCompare

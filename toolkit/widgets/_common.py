@@ -1,18 +1,28 @@
-"""Shared pieces of the widgets: background loops, error text, frame tables and live figures."""
+"""Shared pieces of the widgets: the status line, buttons, frame tables, live figures, background loops."""
 
 from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
+from traitlets import Unicode, observe
 
+from .. import _theme
 from ..client import APIStatusError
 
 TABLE_CSS = "max-height:320px;overflow:auto;font-size:12px"
+TABLE_STYLE = (
+    "<style>.toolkit-table{border-collapse:collapse}"
+    f".toolkit-table th{{text-align:left;border-bottom:1px solid {_theme.BORDER};padding:2px 6px}}"
+    ".toolkit-table td{padding:2px 6px}</style>"
+)
+KIND_COLORS = {"ok": _theme.SUCCESS, "info": _theme.MUTED, "warning": _theme.WARN, "error": _theme.ERROR}
+JOIN_TIMEOUT_S = 60.0  # how long close() waits for a widget's thread to finish its current request
 
 
 def error_text(exc: BaseException) -> str:
@@ -22,16 +32,52 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def message(kind: str, text: str) -> str:
-    """HTML of a status line; ``kind`` is ``ok``, ``error`` or ``info``."""
-    color = {"ok": "#2ca02c", "error": "#d62728"}.get(kind, "#555")
-    return f'<div style="color:{color};white-space:pre-wrap">{html.escape(text)}</div>'
+class StatusLine(w.HTML):
+    """A widget's status line: ``kind`` (``ok``, ``info``, ``warning`` or ``error``) and ``text``.
+
+    Every error a widget shows goes through :meth:`error` (or :meth:`catching`), which turns an API
+    error or any exception into one readable line.
+    """
+
+    kind = Unicode("")
+    text = Unicode("")
+
+    @observe("kind", "text")
+    def _render(self, _: object = None) -> None:
+        color = KIND_COLORS.get(self.kind, _theme.TEXT)
+        body = html.escape(self.text)
+        self.value = f'<div style="color:{color};white-space:pre-wrap">{body}</div>' if self.text else ""
+
+    def show(self, kind: str, text: str) -> None:
+        self.kind, self.text = kind, text
+
+    def ok(self, text: str) -> None:
+        self.show("ok", text)
+
+    def info(self, text: str) -> None:
+        self.show("info", text)
+
+    def warn(self, text: str) -> None:
+        self.show("warning", text)
+
+    def error(self, problem: BaseException | str, doing: str = "") -> None:
+        """Show an exception (or a message) as the error line, prefixed with what failed."""
+        text = error_text(problem) if isinstance(problem, BaseException) else problem
+        self.show("error", f"{doing} failed: {text}" if doing else text)
+
+    @contextmanager
+    def catching(self, doing: str = "") -> Iterator[None]:
+        """Run the block; an exception raised in it becomes the error line instead of a traceback."""
+        try:
+            yield
+        except Exception as exc:
+            self.error(exc, doing)
 
 
 def frame_html(df: pd.DataFrame, max_rows: int = 200) -> str:
     """A frame as a scrollable HTML table (the newest ``max_rows`` rows)."""
     body = df.tail(max_rows).to_html(index=False, na_rep="", border=0, classes="toolkit-table")
-    return f'<div style="{TABLE_CSS}">{body}</div>'
+    return f'{TABLE_STYLE}<div style="{TABLE_CSS}">{body}</div>'
 
 
 class FigureBox(w.Box):
@@ -54,9 +100,11 @@ class FigureBox(w.Box):
         old.close()
 
 
-def button(description: str, on_click: Callable[[], object], style: str = "", icon: str = "") -> w.Button:
-    """A button calling ``on_click()`` (no argument)."""
-    b = w.Button(description=description, button_style=style, icon=icon)
+def button(
+    description: str, on_click: Callable[[], object], style: str = "", icon: str = "", tooltip: str = ""
+) -> w.Button:
+    """A button calling ``on_click()`` (no argument); ``icon`` is a Font Awesome name JupyterLab ships."""
+    b = w.Button(description=description, button_style=style, icon=icon, tooltip=tooltip or None)
     b.on_click(lambda _: on_click())
     return b
 

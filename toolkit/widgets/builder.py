@@ -7,27 +7,35 @@ import json
 from typing import Any
 
 import ipywidgets as w
+from traitlets import Int, List
 
 from .. import frames
 from ..client import Client
+from ..rollouts import missing_rl_data
 from ..types.training import LogResponse, Trajectory, TrajectoryGroup
-from ._common import button, error_text, frame_html, message
+from ._base import ToolkitWidget
+from ._common import StatusLine, button, frame_html
 from .launcher import JobLauncher
 
 ROLES = ("system", "user", "assistant", "tool")
 
 
-class TrajectoryBuilder(w.VBox):
+class TrajectoryBuilder(ToolkitWidget):
     """Compose messages (role, content, tool calls), set reward and metrics, add the trajectory to a
     group; edit, remove, import/export JSONL, and send the groups to ``/log`` or a :class:`JobLauncher`.
 
-    Assistant turns are added as trainable choices (the model outputs of a trajectory).
+    Assistant turns are added as trainable choices (the model outputs of a trajectory); typed by hand
+    they carry no logprobs or token ids, so the status line warns that an RL job cannot train on them
+    as they are (SFT and ``/log`` can). Nothing loads at start. State traits: ``draft`` (the messages
+    being composed) and ``num_trajectories`` (in all groups).
     """
+
+    draft: List[Any] = List()
+    num_trajectories = Int(0)
 
     def __init__(self, client: Client | None = None, groups: list[TrajectoryGroup] | None = None) -> None:
         self.client = client
         self.groups: list[TrajectoryGroup] = list(groups or [])
-        self.draft: list[dict[str, Any]] = []
         self.role = w.Dropdown(options=ROLES, value="user", description="role")
         self.content = w.Textarea(placeholder="content", layout=w.Layout(width="100%"))
         self.tool_name = w.Text(placeholder="tool call name (assistant)", description="tool call")
@@ -44,10 +52,11 @@ class TrajectoryBuilder(w.VBox):
         self.log_model = w.Text(placeholder="model id", description="model")
         self.draft_view = w.HTML()
         self.table = w.HTML()
-        self.status = w.HTML()
+        self.status_line = StatusLine()
         self.launch_area = w.VBox()
+        act = self.action
         controls = [
-            w.HBox([self.role, button("Add message", self.add_message, icon="plus")]),
+            w.HBox([self.role, button("Add message", act("add message", self.add_message), icon="plus")]),
             self.content,
             w.HBox([self.tool_name, self.tool_args, self.tool_call_id]),
             self.draft_view,
@@ -55,31 +64,40 @@ class TrajectoryBuilder(w.VBox):
             w.HBox(
                 [
                     self.group,
-                    button("Add trajectory", self.add_trajectory, "primary"),
+                    button("Add trajectory", act("add trajectory", self.add_trajectory), "primary", "plus"),
                     button("Clear", self.clear),
                 ]
             ),
             self.table,
-            w.HBox([self.selected, button("Edit", self.edit), button("Remove", self.remove, "danger")]),
+            w.HBox(
+                [
+                    self.selected,
+                    button("Edit", act("edit", self.edit), icon="pencil"),
+                    button("Remove", act("remove", self.remove), "danger", "trash"),
+                ]
+            ),
             w.Accordion([self._io_panel()], titles=("Import / export / log",)),
-            self.status,
+            self.status_line,
             self.launch_area,
         ]
         super().__init__(controls)
         self._render()
 
     def _io_panel(self) -> w.VBox:
+        act = self.action
         return w.VBox(
             [
                 self.jsonl,
                 w.HBox(
                     [
-                        button("Import JSONL", lambda: self.import_jsonl(self.jsonl.value)),
+                        button("Import JSONL", act("import", lambda: self.import_jsonl(self.jsonl.value))),
                         button("Export JSONL", lambda: setattr(self.jsonl, "value", self.to_jsonl())),
                         self.log_model,
                         self.split,
-                        button("Log to model", self._log_clicked),
-                        button("Train on these groups…", self._train_clicked, "success"),
+                        button("Log to model", act("log", lambda: self.log_groups(self.log_model.value))),
+                        button(
+                            "Train on these groups…", act("open launcher", self._train_clicked), "success"
+                        ),
                     ]
                 ),
             ]
@@ -112,10 +130,12 @@ class TrajectoryBuilder(w.VBox):
             msg["tool_calls"] = tool_calls
         if role == "tool" and tool_call_id:
             msg["tool_call_id"] = tool_call_id
-        if role == "assistant":
-            self.draft.append({"message": msg, "finish_reason": "tool_calls" if tool_calls else "stop"})
-        else:
-            self.draft.append(msg)
+        item = (
+            {"message": msg, "finish_reason": "tool_calls" if tool_calls else "stop"}
+            if role == "assistant"
+            else msg
+        )
+        self.draft = [*self.draft, item]
         self.content.value = self.tool_name.value = self.tool_args.value = self.tool_call_id.value = ""
         self._render()
 
@@ -138,6 +158,15 @@ class TrajectoryBuilder(w.VBox):
         self.groups[index].trajectories.append(traj)
         self.draft = []
         self._render()
+        missing = missing_rl_data(traj)
+        if missing:
+            self.status_line.warn(
+                f"trajectory {index}.{len(self.groups[index].trajectories) - 1} has no logprobs or token ids "
+                f"({missing[0]}): an RL job cannot train on it unless allow_training_without_logprobs is set "
+                "(SFT and /log can)"
+            )
+        else:
+            self.status_line.ok(f"added trajectory {index}.{len(self.groups[index].trajectories) - 1}")
         return traj
 
     def clear(self) -> None:
@@ -186,30 +215,28 @@ class TrajectoryBuilder(w.VBox):
         result = self.client.models.log(
             model_id, split=split or self.split.value, trajectory_groups=self.groups
         )
-        self.status.value = message("ok", f"logged {result.num_trajectories} trajectories: {result.metrics}")
+        self.status_line.ok(f"logged {result.num_trajectories} trajectories: {result.metrics}")
         return result
 
     def launcher(self, **kw: Any) -> JobLauncher:
-        """A :class:`JobLauncher` that trains on these groups."""
+        """A started :class:`JobLauncher` (models loaded) that trains on these groups."""
         if self.client is None:
             raise ValueError("TrajectoryBuilder needs a client to launch a job")
-        return JobLauncher(self.client, groups=self.groups, **kw)
-
-    def _log_clicked(self) -> None:
-        try:
-            self.log_groups(self.log_model.value)
-        except Exception as exc:
-            self.status.value = message("error", error_text(exc))
+        return JobLauncher(self.client, groups=self.groups, **kw).start()
 
     def _train_clicked(self) -> None:
-        try:
-            self.launch_area.children = [self.launcher(model_id=self.log_model.value or None)]
-        except Exception as exc:
-            self.status.value = message("error", error_text(exc))
+        launcher = self.launcher(model_id=self.log_model.value or None)
+        for old in self.launch_area.children:
+            old.close()
+        self.launch_area.children = [launcher]
+
+    def summary(self) -> str:
+        return f"TrajectoryBuilder: {len(self.groups)} group(s), {self.num_trajectories} trajectories"
 
     # ------------------------------------------------------------------ rendering
 
     def _render(self) -> None:
+        self.num_trajectories = sum(len(g.trajectories) for g in self.groups)
         self.group.max = len(self.groups)
         lines = [f"{m['role']}: {m.get('content') or ''}" for m in (d.get("message", d) for d in self.draft)]
         text = html.escape("\n".join(lines or ["(empty draft)"]))

@@ -8,10 +8,14 @@ from typing import Any
 
 import ipywidgets as w
 from pydantic import ValidationError
+from traitlets import List, Unicode
 
 from ..client import Client
-from ..types.training import Choice, ExperimentalTrainingConfig, Model, SFTTrainingConfig, TrajectoryGroup
-from ._common import button, error_text, message
+from ..client.sft_data import train_jsonl
+from ..rollouts import rl_untrainable
+from ..types.training import ExperimentalTrainingConfig, Model, SFTTrainingConfig, TrajectoryGroup
+from ._base import ToolkitWidget
+from ._common import StatusLine, button
 from .monitor import JobMonitor
 
 RL_LEARNING_RATE, SFT_LEARNING_RATE = 5e-6, 5e-5
@@ -44,32 +48,23 @@ RL_DEFAULTS: dict[str, str] = {
     "truncated_importance_sampling": "off",
 }
 WIDE = {"description_width": "initial"}
+NO_LOGPROBS = (
+    "{count} choice(s) lack the logprobs or token ids an RL job trains on ({first}{more}): request "
+    "logprobs=True and return_token_ids=True in the rollout, or set allow_training_without_logprobs to true"
+)
 
 
-def sft_jsonl(groups: Sequence[TrajectoryGroup]) -> str:
-    """ART's ``train.jsonl``: one ``{"messages": [...]}`` per trajectory, choices as assistant turns."""
-    lines = []
-    for group in groups:
-        for traj in group.trajectories:
-            messages = [
-                {**m.message.model_dump(exclude_none=True), "content": m.message.content or ""}
-                if isinstance(m, Choice)
-                else m.model_dump(exclude_none=True)
-                for m in traj.messages_and_choices
-            ]
-            record: dict[str, Any] = {"messages": messages}
-            if traj.tools:
-                record["tools"] = [t.model_dump(exclude_none=True) for t in traj.tools]
-            lines.append(json.dumps(record))
-    return "".join(line + "\n" for line in lines)
-
-
-class JobLauncher(w.VBox):
+class JobLauncher(ToolkitWidget):
     """Launch an RL job from trajectory groups, or an SFT job from JSONL conversations.
 
-    :meth:`validate` lists what is wrong before anything is sent; :meth:`launch` creates the job and
-    returns (and shows) a :class:`JobMonitor`.
+    :meth:`start` (or the first display) loads the models. :meth:`validate` lists what is wrong before
+    anything is sent (also the groups an RL job would refuse for lack of logprobs or token ids);
+    :meth:`launch` creates the job and returns (and shows) a started :class:`JobMonitor`.
+    State traits: ``problems`` (of the last validation) and ``job_id`` (the launched job).
     """
+
+    problems = List(Unicode())
+    job_id = Unicode(None, allow_none=True)
 
     def __init__(
         self,
@@ -85,6 +80,7 @@ class JobLauncher(w.VBox):
         self.groups = list(groups)
         self.interval = interval
         self.monitor: JobMonitor | None = None
+        self._select = model_id
         self.model = w.Dropdown(description="model", options=[], style=WIDE, layout=w.Layout(width="420px"))
         self.new_project = w.Text(value=project, description="project")
         self.new_name = w.Text(placeholder="name", description="name")
@@ -98,11 +94,11 @@ class JobLauncher(w.VBox):
             if name != "learning_rate"
         }
         self.sft_data = w.Textarea(
-            value=sft_jsonl(self.groups),
+            value=train_jsonl(t for g in self.groups for t in g.trajectories).decode(),
             placeholder='train.jsonl: {"messages": [...]} per line',
             layout=w.Layout(width="100%", height="120px"),
         )
-        self.issues = w.HTML()
+        self.status_line = StatusLine()
         self.output = w.VBox()
         self.kind.observe(self._kind_changed, "value")
         self.rl_box = w.Accordion(
@@ -111,23 +107,38 @@ class JobLauncher(w.VBox):
         self.sft_box = w.VBox([self.batch_size, self.sft_data], layout=w.Layout(display="none"))
         super().__init__(
             [
-                w.HBox([self.model, button("Refresh", self.refresh_models, icon="refresh")]),
                 w.HBox(
-                    [self.new_project, self.new_name, self.new_base, button("Create model", self._create)]
+                    [
+                        self.model,
+                        button("Refresh", self.action("load models", self.refresh_models), icon="refresh"),
+                    ]
+                ),
+                w.HBox(
+                    [
+                        self.new_project,
+                        self.new_name,
+                        self.new_base,
+                        button("Create model", self.action("create model", self._create), icon="plus"),
+                    ]
                 ),
                 w.HBox([self.kind, self.learning_rate]),
                 self.rl_box,
                 self.sft_box,
                 w.HBox(
-                    [button("Validate", self._validate_clicked), button("Launch", self._launch, "success")]
+                    [
+                        button("Validate", self._validate_clicked, icon="check"),
+                        button("Launch", self._launch_clicked, "success", "play"),
+                    ]
                 ),
-                self.issues,
+                self.status_line,
                 self.output,
             ]
         )
-        self.refresh_models(select=model_id)
 
     # ------------------------------------------------------------------ logic
+
+    def _start(self) -> None:
+        self.refresh_models(select=self._select)
 
     def refresh_models(self, select: str | None = None) -> list[Model]:
         models = self.client.models.list()
@@ -161,21 +172,27 @@ class JobLauncher(w.VBox):
         """Everything that would make the launch fail, as readable lines (empty means ready)."""
         problems = [] if self.model.value else ["choose or create a model"]
         try:
-            self.experimental_config() if self.kind.value == "rl" else self.sft_config()
+            config = self.experimental_config() if self.kind.value == "rl" else self.sft_config()
         except ValidationError as exc:
+            config = None
             problems += [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        if self.kind.value == "rl":
-            if not self.groups or not any(g.trajectories for g in self.groups):
-                problems.append("no trajectory groups to train on")
-        else:
+        if self.kind.value == "sft":
             problems += _check_jsonl(self.sft_data.value)
+        elif not any(g.trajectories for g in self.groups):
+            problems.append("no trajectory groups to train on")
+        elif isinstance(config, ExperimentalTrainingConfig) and not config.allow_training_without_logprobs:
+            untrainable = rl_untrainable(self.groups)
+            if untrainable:
+                more = f", and {len(untrainable) - 1} more" if len(untrainable) > 1 else ""
+                problems.append(NO_LOGPROBS.format(count=len(untrainable), first=untrainable[0], more=more))
+        self.problems = problems
         return problems
 
     def launch(self) -> JobMonitor:
         """Validate, create the job, and show its monitor (raises ``ValueError`` listing the problems)."""
         problems = self.validate()
         if problems:
-            self.issues.value = message("error", "\n".join(problems))
+            self.status_line.error("\n".join(problems))
             raise ValueError("; ".join(problems))
         model_id = self.model.value
         if self.kind.value == "rl":
@@ -185,17 +202,22 @@ class JobLauncher(w.VBox):
                 experimental_config=self.experimental_config(),
             )
         else:
-            model = self.client.models.retrieve(model_id)
-            artifact = self.client.artifacts.upload(
-                project=model.project, files={"train.jsonl": self.sft_data.value}, model_id=model_id
+            records = [json.loads(line) for line in self.sft_data.value.splitlines() if line.strip()]
+            created = self.client.sft_training_jobs.create_from_data(
+                model_id=model_id, data=records, config=self.sft_config()
             )
-            created = self.client.sft_training_jobs.create(
-                model_id=model_id, training_data_url=artifact.url, config=self.sft_config()
-            )
+        if self.monitor is not None:
+            self.monitor.close()
         self.monitor = JobMonitor(self.client, created.id, interval=self.interval)
-        self.issues.value = message("ok", f"launched job {created.id}")
+        self.job_id = created.id
+        self.status_line.ok(f"launched job {created.id}")
         self.output.children = [self.monitor]
+        self.monitor.start()
         return self.monitor
+
+    def summary(self) -> str:
+        launched = f", launched job {self.job_id[:8]}" if self.job_id else ""
+        return f"JobLauncher: {self.kind.value.upper()} on {self.model.label or 'no model'}{launched}"
 
     # ------------------------------------------------------------------ events
 
@@ -206,25 +228,20 @@ class JobLauncher(w.VBox):
         self.learning_rate.value = RL_LEARNING_RATE if rl else SFT_LEARNING_RATE
 
     def _create(self) -> None:
-        try:
-            self.create_model(self.new_name.value)
-            self.issues.value = message("ok", "model ready")
-        except Exception as exc:
-            self.issues.value = message("error", error_text(exc))
+        self.create_model(self.new_name.value)
+        self.status_line.ok("model ready")
 
-    def _validate_clicked(self) -> None:
+    def _validate_clicked(self) -> bool:
         problems = self.validate()
-        self.issues.value = (
-            message("error", "\n".join(problems)) if problems else message("ok", "ready to launch")
-        )
+        if problems:
+            self.status_line.error("\n".join(problems))
+        else:
+            self.status_line.ok("ready to launch")
+        return not problems
 
-    def _launch(self) -> None:
-        try:
-            self.launch()
-        except ValueError:
-            pass
-        except Exception as exc:
-            self.issues.value = message("error", error_text(exc))
+    def _launch_clicked(self) -> None:
+        if self._validate_clicked():
+            self.action("launch", self.launch)()
 
 
 def _check_jsonl(text: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""JobMonitor: a training job's status, progress, live loss/reward figure, events frame and cancel."""
+"""JobMonitor: a training job's status, progress, live training curves, events frame and cancel."""
 
 from __future__ import annotations
 
@@ -7,43 +7,57 @@ import html
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
+from traitlets import Bool, Float, Int, Unicode, observe
 
-from .. import frames, plots
+from .. import _theme, frames, plots
 from ..client import Client
 from ..types.training import TrainingJob, TrainingJobEvent
-from ._common import FigureBox, Loop, button, error_text, frame_html, message
+from ._base import ToolkitWidget
+from ._common import JOIN_TIMEOUT_S, FigureBox, Loop, StatusLine, button, frame_html
 
 TERMINAL_EVENTS = {"training_ended", "training_failed"}
 TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
+BAR_STYLES = {"succeeded": "success", "failed": "danger", "cancelled": "warning"}
 MAX_ERRORS = 5
 
 
-class JobMonitor(w.VBox):
-    """Watches one job. Polling runs in a background thread (``interval`` seconds) and stops on its own
-    when the job ends; call :meth:`poll` to advance by hand and :meth:`wait` to block until the end.
-    Several monitors can run at once.
+class JobMonitor(ToolkitWidget):
+    """Watches one job. :meth:`start` (or the first display) starts polling in a background thread
+    (every ``interval`` seconds), which stops on its own when the job ends; :meth:`poll` advances by
+    hand and :meth:`wait` blocks until the end. Several monitors can run at once.
+
+    State traits: ``job_id``, ``status`` (the job's, ``waiting`` before the first poll), ``num_steps``,
+    ``total_steps``, ``done``, ``polling`` and ``error`` (the failure message).
     """
 
-    def __init__(self, client: Client, job_id: str, *, interval: float = 1.0, start: bool = True) -> None:
+    job_id = Unicode()
+    interval = Float(1.0)
+    status = Unicode("waiting")
+    num_steps = Int(0)
+    total_steps = Int(0)
+    done = Bool(False)
+    polling = Bool(False)
+    error = Unicode(None, allow_none=True)
+
+    def __init__(self, client: Client, job_id: str, *, interval: float = 1.0) -> None:
         self.client = client
-        self.job_id = job_id
-        self.interval = interval
         self.job: TrainingJob | None = None
         self.events: pd.DataFrame = frames.events_frame([])
         self._events: list[TrainingJobEvent] = []
         self._errors = 0
         self._loop: Loop | None = None
-        self.status = w.HTML()
+        self.header = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="steps", bar_style="info")
         self.plot = FigureBox(plots.training_curves(self.events))
         self.failure = w.HTML(layout=w.Layout(display="none"))
         self.table = w.HTML(frame_html(self.events))
+        self.status_line = StatusLine()
         self.cancel_button = button("Cancel", self.cancel, style="warning", icon="stop")
-        header = w.HBox([self.status, self.progress, self.cancel_button])
-        super().__init__([header, self.failure, self.plot, w.Accordion([self.table], titles=("Events",))])
-        self._render()
-        if start:
-            self.start()
+        header = w.HBox([self.header, self.progress, self.cancel_button])
+        accordion = w.Accordion([self.table], titles=("Events",))
+        super().__init__([header, self.failure, self.status_line, self.plot, accordion])
+        self.job_id, self.interval = job_id, interval
+        self._render_status()
 
     # ------------------------------------------------------------------ logic
 
@@ -52,35 +66,34 @@ class JobMonitor(w.VBox):
         """The figure on show."""
         return self.plot.figure
 
-    @property
-    def done(self) -> bool:
-        """The job reached a terminal status or event."""
-        if self.job is not None and self.job.status in TERMINAL_STATUSES:
-            return True
-        return bool(self._events) and self._events[-1].type in TERMINAL_EVENTS
-
-    @property
-    def num_steps(self) -> int:
-        return sum(e.type == "gradient_step" for e in self._events)
-
     def poll(self) -> bool:
         """Fetch new events (all pages after the last seen) and the job; True while it still runs."""
         # The job first: once it is terminal, the events read after it include the terminal event.
-        self.job = self.client.training_jobs.retrieve(self.job_id)
+        job = self.client.training_jobs.retrieve(self.job_id)
         after = self._events[-1].id if self._events else None
         new = list(self.client.training_jobs.events.list(self.job_id, after=after, limit=100))
+        self.job = job
         if new:
             self._events.extend(new)
             self.events = frames.events_frame(self._events)
-        self._render(changed=bool(new))
+            self.plot.show(plots.training_curves(self.events))
+            self.table.value = frame_html(self.events)
+        with self.hold_trait_notifications():
+            self.num_steps = sum(e.type == "gradient_step" for e in self._events)
+            self.total_steps = max(job.num_sequences or self._started_sequences() or 0, self.num_steps)
+            self.error = job.error or self._failure_message()
+            self.status = job.status or "waiting"
+            self.done = job.status in TERMINAL_STATUSES or (
+                bool(self._events) and self._events[-1].type in TERMINAL_EVENTS
+            )
         return not self.done
 
     def cancel(self) -> None:
-        try:
+        """Ask the server to cancel the job (the next poll shows it ending)."""
+        with self.status_line.catching("cancel"):
             self.job = self.client.training_jobs.cancel(self.job_id)
-        except Exception as exc:
-            self._show_failure(f"cancel failed: {error_text(exc)}")
-        self._render()
+            self.status = self.job.status or self.status
+            self.status_line.info("cancel requested")
 
     # ------------------------------------------------------------------ background polling
 
@@ -88,62 +101,58 @@ class JobMonitor(w.VBox):
         try:
             running = self.poll()
             self._errors = 0
-            return running
         except Exception as exc:
             self._errors += 1
-            self.status.value = message(
-                "error", f"polling failed ({self._errors}/{MAX_ERRORS}): {error_text(exc)}"
-            )
-            return self._errors < MAX_ERRORS
+            self.status_line.error(exc, f"polling ({self._errors}/{MAX_ERRORS})")
+            running = self._errors < MAX_ERRORS
+        if not running:
+            self.polling = False
+            self.refresh_output()
+        return running
 
-    def start(self) -> None:
-        """Start background polling (no-op while it runs)."""
-        if self._loop is None or not self._loop.running:
-            self._loop = Loop(self._tick, self.interval, name=f"monitor-{self.job_id[:8]}")
+    def _start(self) -> None:
+        self.polling = True
+        self._loop = Loop(self._tick, self.interval, name=f"monitor-{self.job_id[:8]}")
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         if self._loop is not None:
             self._loop.stop()
-
-    @property
-    def polling(self) -> bool:
-        return self._loop is not None and self._loop.running
+            self._loop.join(JOIN_TIMEOUT_S)
+        self.polling = False
 
     def wait(self, timeout: float | None = None) -> TrainingJob | None:
         """Block until polling ends (the job ended, or polling gave up); returns the last job state."""
-        if self._loop is None:
-            self.start()
-        assert self._loop is not None
-        self._loop.join(timeout)
+        self.start()
+        if self._loop is not None:
+            self._loop.join(timeout)
         return self.job
 
     # ------------------------------------------------------------------ rendering
 
-    def _show_failure(self, text: str) -> None:
-        self.failure.value = (
-            '<div style="border:1px solid #d62728;background:#fdecea;padding:6px;border-radius:4px">'
-            "<b>Training failed</b><pre style='white-space:pre-wrap;margin:0'>"
-            f"{html.escape(text)}</pre></div>"
+    def summary(self) -> str:
+        steps = (
+            f"{self.num_steps}/{self.total_steps} steps" if self.total_steps else f"{self.num_steps} steps"
         )
-        self.failure.layout.display = None
+        error = f": {self.error}" if self.error else ""
+        return f"JobMonitor: job {self.job_id[:8]} {self.status}, {steps}{error}"
 
-    def _render(self, changed: bool = True) -> None:
-        job = self.job
-        status = job.status if job and job.status else "waiting"
-        total = (job.num_sequences if job else None) or self._started_sequences() or 1
-        self.progress.max = max(total, self.num_steps, 1)
+    @observe("status", "num_steps", "total_steps", "done", "error")
+    def _render_status(self, _: object = None) -> None:
+        self.progress.max = max(self.total_steps, self.num_steps, 1)
         self.progress.value = self.num_steps
-        self.progress.bar_style = {"succeeded": "success", "failed": "danger", "cancelled": "warning"}.get(
-            status, "info"
-        )
-        self.status.value = f"<b>job {html.escape(self.job_id[:8])}</b> {html.escape(status)}"
+        self.progress.bar_style = BAR_STYLES.get(self.status, "info")
+        self.header.value = f"<b>job {html.escape(self.job_id[:8])}</b> {html.escape(self.status)}"
         self.cancel_button.disabled = self.done
-        error = (job.error if job else None) or self._failure_message()
-        if error or status == "failed":
-            self._show_failure(error or "the job failed without a message")
-        if changed:
-            self.plot.show(plots.training_curves(self.events))
-            self.table.value = frame_html(self.events)
+        if self.error or self.status == "failed":
+            title = "Training cancelled" if self.status == "cancelled" else "Training failed"
+            color = _theme.WARN if self.status == "cancelled" else _theme.ERROR
+            self.failure.value = (
+                f'<div style="border:1px solid {color};background:{_theme.tint(color, 12)};'
+                f'padding:6px;border-radius:4px"><b>{title}</b>'
+                "<pre style='white-space:pre-wrap;margin:0'>"
+                f"{html.escape(self.error or 'the job failed without a message')}</pre></div>"
+            )
+            self.failure.layout.display = None
 
     def _started_sequences(self) -> int | None:
         started = [e for e in self._events if e.type == "training_started"]

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
 from typing import Any
 
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
+from traitlets import Int, Unicode
 
 from .. import _html, frames, plots
 from ..client import Client
 from ..types.traces import Call
-from ._common import FigureBox, button, error_text, frame_html, message
+from ._base import ToolkitWidget
+from ._common import FigureBox, StatusLine, button, frame_html
 
 STATUSES = ("any", "success", "error", "running", "descendant_error")
 SUMMARY_COLUMNS = ["name", "status", "started_at", "latency_ms", "total_tokens", "cost_usd"]
@@ -63,20 +64,26 @@ def summary_html(df: pd.DataFrame) -> str:
     return "<div>" + " · ".join(f for f in facts if f) + "</div>"
 
 
-class TraceBrowser(w.VBox):
+class TraceBrowser(ToolkitWidget):
     """Calls of one project (``entity/project``): filter by op, status, time range and text (the
     service's query language), page through them, open a call to see its trace as a tree and its
     inputs, output and summary, and send thumbs-up/down or a note as feedback.
+
+    :meth:`start` (or the first display) runs the first search. The filters are controls (``op``,
+    ``status_filter``, ``text``, ``since``, ``until``, ``roots_only``); state traits: ``project_id``,
+    ``page``, ``page_size``, ``total`` (calls matching the filters) and ``call_id`` (the open call).
     """
+
+    project_id = Unicode()
+    page = Int(0)
+    page_size = Int(20)
+    total = Int(0)
+    call_id = Unicode(None, allow_none=True)
 
     def __init__(
         self, client: Client, project_id: str, *, page_size: int = 20, roots_only: bool = False
     ) -> None:
         self.client = client
-        self.project_id = project_id
-        self.page_size = page_size
-        self.page = 0
-        self.total = 0
         self.calls: pd.DataFrame = frames.calls_frame([])
         self.call: Call | None = None
         self.trace: pd.DataFrame = frames.calls_frame([])
@@ -87,20 +94,25 @@ class TraceBrowser(w.VBox):
         self.until = w.NaiveDatetimePicker(description="until")
         self.roots_only = w.Checkbox(value=roots_only, description="traces only (roots)")
         self.table = w.HTML()
-        self.summary = w.HTML()
+        self.stats = w.HTML()
         self.pager = w.HTML()
         self.selection = w.Select(rows=8, layout=w.Layout(width="100%"))
         self.plot = FigureBox(plots.call_tree(self.trace))
         self.detail = w.HTML()
         self.note = w.Text(placeholder="note", description="note")
-        self.status = w.HTML()
+        self.status_line = StatusLine()
         self.selection.observe(self._selected, "value")
+        # Font Awesome icons render everywhere; emoji need a font the browser may lack
+        self.thumbs_up = button("", lambda: self.react("👍"), icon="thumbs-up", tooltip="👍 on the open call")
+        self.thumbs_down = button(
+            "", lambda: self.react("👎"), icon="thumbs-down", tooltip="👎 on the open call"
+        )
         feedback = w.HBox(
             [
-                button("👍", lambda: self.react("👍")),
-                button("👎", lambda: self.react("👎")),
+                self.thumbs_up,
+                self.thumbs_down,
                 self.note,
-                button("Add note", lambda: self.add_note(self.note.value)),
+                button("Add note", lambda: self.add_note(self.note.value), icon="comment"),
             ]
         )
         super().__init__(
@@ -114,19 +126,28 @@ class TraceBrowser(w.VBox):
                         button("Search", self.search, "primary", "search"),
                     ]
                 ),
-                self.summary,
+                self.stats,
                 self.table,
-                w.HBox([button("◀ Prev", self.prev_page), self.pager, button("Next ▶", self.next_page)]),
+                w.HBox(
+                    [
+                        button("Prev", self.action("previous page", self.prev_page), icon="chevron-left"),
+                        self.pager,
+                        button("Next", self.action("next page", self.next_page), icon="chevron-right"),
+                    ]
+                ),
                 self.selection,
                 self.plot,
                 self.detail,
                 feedback,
-                self.status,
+                self.status_line,
             ]
         )
-        self.search()
+        self.project_id, self.page_size = project_id, page_size
 
     # ------------------------------------------------------------------ logic
+
+    def _start(self) -> None:
+        self.search()
 
     @property
     def tree(self) -> go.FigureWidget:
@@ -149,14 +170,12 @@ class TraceBrowser(w.VBox):
         return req
 
     def search(self) -> pd.DataFrame:
-        """Count the matching calls and show the first page."""
+        """Count the matching calls and show the first page (an error shows in the status line)."""
         self.page = 0
-        try:
+        with self.status_line.catching("search"):
             self.total = self.client.traces.calls_query_stats(**self._request()).count
-            return self.load_page()
-        except Exception as exc:
-            self.status.value = message("error", error_text(exc))
-            return self.calls
+            self.load_page()
+        return self.calls
 
     def load_page(self) -> pd.DataFrame:
         """The current page of calls, newest first, with costs."""
@@ -171,7 +190,7 @@ class TraceBrowser(w.VBox):
         )
         self.calls = frames.calls_frame(calls)
         self.table.value = frame_html(self.calls[SUMMARY_COLUMNS])
-        self.summary.value = summary_html(self.calls)
+        self.stats.value = summary_html(self.calls)
         pages = max(1, -(-self.total // self.page_size))
         self.pager.value = f"page {self.page + 1} of {pages} ({self.total} calls)"
         self.selection.options = [
@@ -194,7 +213,7 @@ class TraceBrowser(w.VBox):
         call = self.client.traces.call_read(project_id=self.project_id, id=call_id, include_costs=True).call
         if call is None:
             raise KeyError(call_id)
-        self.call = call
+        self.call, self.call_id = call, call.id
         nodes = self.client.traces.call_tree(self.project_id, call.trace_id)
         self.trace = frames.calls_frame([c for root in nodes for _, c in root.walk()])
         self.plot.show(plots.call_tree(self.trace))
@@ -203,25 +222,21 @@ class TraceBrowser(w.VBox):
 
     def _selected(self, change: dict[str, Any]) -> None:
         if change["new"]:
-            try:
+            with self.status_line.catching("open call"):
                 self.open_call(change["new"])
-            except Exception as exc:
-                self.status.value = message("error", error_text(exc))
 
     def _feedback(self, feedback_type: str, payload: dict[str, Any]) -> None:
         if self.call is None:
-            self.status.value = message("info", "open a call first")
+            self.status_line.info("open a call first")
             return
-        try:
+        with self.status_line.catching("feedback"):
             self.client.traces.feedback_create(
                 project_id=self.project_id,
                 weave_ref=f"weave:///{self.project_id}/call/{self.call.id}",
                 feedback_type=feedback_type,
                 payload=payload,
             )
-            self.status.value = message("ok", f"feedback saved on {html.escape(self.call.id[:8])}")
-        except Exception as exc:
-            self.status.value = message("error", error_text(exc))
+            self.status_line.ok(f"feedback saved on {self.call.id[:8]}")
 
     def react(self, emoji: str) -> None:
         """Thumbs up/down (any single emoji) on the open call."""
@@ -242,3 +257,7 @@ class TraceBrowser(w.VBox):
     def to_frame(self) -> pd.DataFrame:
         """Every call matching the filters (all pages) as a frame."""
         return frames.calls_frame(self.client.traces.calls_query(**self._request(), include_costs=True))
+
+    def summary(self) -> str:
+        opened = f", call {self.call_id[:8]} open" if self.call_id else ""
+        return f"TraceBrowser: {self.project_id}, {self.total} calls match{opened}"

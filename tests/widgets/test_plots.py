@@ -20,11 +20,13 @@ def values(data: Any) -> list[Any]:
     return list(data)
 
 
-def events(n: int) -> pd.DataFrame:
+def events(n: int, reward: bool = True) -> pd.DataFrame:
     started = [TrainingJobEvent(id="s", type="training_started", data={"num_sequences": n})]
     steps = [
         TrainingJobEvent(
-            id=f"g{i}", type="gradient_step", data={"loss/train": 1.0 / (i + 1), "train/reward": i}
+            id=f"g{i}",
+            type="gradient_step",
+            data={"loss/train": 1.0 / (i + 1), **({"train/reward": i} if reward else {})},
         )
         for i in range(n)
     ]
@@ -39,14 +41,38 @@ def test_training_curves_loss_and_reward_over_steps() -> None:
     assert values(reward["y"]) == [0.0, 1.0, 2.0] and reward["yaxis"] == "y2"
 
 
+def test_training_curves_draw_only_the_metrics_the_job_reports() -> None:
+    sft = plots.training_curves(events(3, reward=False)).to_dict()
+    assert [t["name"] for t in sft["data"]] == ["loss"] and "yaxis2" not in sft["layout"]
+    assert sft["layout"]["yaxis"]["title"]["text"] == "loss"
+    with_empty_reward = events(2).assign(**{"train/reward": float("nan")})
+    assert [t["name"] for t in plots.training_curves(with_empty_reward).data] == ["loss"]
+    waiting = plots.training_curves(frames.events_frame([])).to_dict()
+    assert waiting["data"] == [] and waiting["layout"]["annotations"][0]["text"] == "no gradient step yet"
+
+
 def test_training_curves_switch_to_webgl_for_large_runs() -> None:
     fig = plots.training_curves(events(plots.WEBGL_THRESHOLD + 1)).to_dict()
     assert {t["type"] for t in fig["data"]} == {"scattergl"}
 
 
-def test_training_curves_empty() -> None:
-    fig = plots.training_curves(frames.events_frame([])).to_dict()
-    assert [values(t["x"]) for t in fig["data"]] == [[], []]
+def test_figures_read_on_light_and_dark_themes() -> None:
+    """Transparent backgrounds and a mid-grey ink: nothing dark on a dark background."""
+    figures = [
+        plots.training_curves(events(2)),
+        plots.checkpoint_metrics(frames.checkpoints_frame([{"id": "a", "step": 0}], "m"), "step"),
+        plots.reward_distribution(frames.groups_frame([group([0.0, 1.0])])),
+        plots.logprob_strip(strip([-0.1])),
+        plots.trace_timeseries(calls()),
+        plots.call_tree(calls()),
+    ]
+    for fig in figures:
+        layout = fig.to_dict()["layout"]["template"]["layout"]
+        assert layout["paper_bgcolor"] == layout["plot_bgcolor"] == "rgba(0,0,0,0)"
+        assert layout["font"]["color"] == plots.INK
+        assert layout["xaxis"]["gridcolor"] == layout["yaxis"]["gridcolor"] == plots.GRID
+    ink = int(plots.INK[1:3], 16) / 255
+    assert 0.4 < ink < 0.6  # mid grey: readable on white and on #111
 
 
 def test_checkpoint_metrics_overlays_models() -> None:
@@ -71,14 +97,24 @@ def test_reward_distribution_per_group() -> None:
     assert values(fig["data"][0]["y"]) == [0.0, 1.0] and fig["data"][0]["boxpoints"] == "all"
 
 
-def test_logprob_strip() -> None:
-    tokens = frames.frame(
-        [{"position": 0, "token": "a\n", "logprob": -0.1}, {"position": 1, "token": "b", "logprob": -3.0}],
-        {"position": frames.INT, "token": frames.STR, "logprob": frames.FLOAT},
-    )
-    heat = plots.logprob_strip(tokens).to_dict()["data"][0]
-    assert heat["type"] == "heatmap" and heat["text"] == [["a↵", "b"]]
-    assert values(heat["z"][0]) == [-0.1, -3.0] and heat["zmax"] == 0.0
+def strip(logprobs: list[float]) -> pd.DataFrame:
+    rows = [{"position": i, "token": f"t{i}\n", "logprob": lp} for i, lp in enumerate(logprobs)]
+    return frames.frame(rows, {"position": frames.INT, "token": frames.STR, "logprob": frames.FLOAT})
+
+
+def test_logprob_strip_uses_one_fixed_probability_scale() -> None:
+    heat = plots.logprob_strip(strip([-0.1, -3.0])).to_dict()["data"][0]
+    assert heat["type"] == "heatmap" and heat["text"] == [["t0↵", "t1↵"]]
+    assert np.allclose(values(heat["z"][0]), np.exp([-0.1, -3.0]))
+    assert np.allclose(values(heat["customdata"][0]), [-0.1, -3.0])  # the logprob, on hover
+    assert (heat["zauto"], heat["zmin"], heat["zmax"]) == (False, 0.0, 1.0)
+    assert heat["colorscale"] == plots.PROBABILITY_SCALE
+    # a strip of unlikely tokens only is not rescaled: -4.4 stays at the red end
+    unsure = plots.logprob_strip(strip([-4.4, -5.0])).to_dict()["data"][0]
+    assert (unsure["zmin"], unsure["zmax"]) == (0.0, 1.0) and max(values(unsure["z"][0])) < 0.02
+    red, green = plots.probability_color(-4.4), plots.probability_color(-0.01)
+    assert red.startswith("rgb(24") and green.startswith("rgb(10")
+    assert plots.probability_color(float("-inf")) == plots.probability_color(-100.0)
 
 
 def calls() -> pd.DataFrame:

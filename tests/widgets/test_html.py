@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from widget_support import group
 
 import toolkit  # noqa: F401  (installs the reprs)
+from toolkit import _theme
 from toolkit.types.chat import ChatCompletion
 from toolkit.types.traces import Call
 from toolkit.types.training import Checkpoint, Model, TrainingJob
@@ -15,7 +17,7 @@ from toolkit.types.training import Checkpoint, Model, TrainingJob
 def test_job_repr_shows_status_and_escaped_error() -> None:
     job = TrainingJob(id="j1", status="failed", kind="rl", num_sequences=3, error="boom <script>")
     out = job._repr_html_()  # type: ignore[attr-defined]
-    assert "Training job" in out and ">failed</span>" in out and "#d62728" in out
+    assert "Training job" in out and ">failed</span>" in out and f"background:{_theme.ERROR}" in out
     assert "boom &lt;script&gt;" in out and "<script>" not in out
     assert repr(job).startswith("TrainingJob(id='j1'")
 
@@ -51,3 +53,11 @@ def test_model_checkpoint_group_completion_and_call_reprs() -> None:
     )
     out = call._repr_html_()  # type: ignore[attr-defined]
     assert "Call agent" in out and ">error</span>" in out and "2+2?" in out
+
+
+def test_cards_take_their_colours_from_the_jupyterlab_theme() -> None:
+    job = TrainingJob(id="j1", status="succeeded", kind="rl", error="x")
+    for out in (job._repr_html_(), group([1.0])._repr_html_()):  # type: ignore[attr-defined]
+        assert f"border:1px solid {_theme.BORDER}" in out and f"color:{_theme.TEXT}" in out
+        bare = re.sub(r"var\(--jp-[a-z0-9-]+(, [^()]*(\([^()]*\))?)?\)", "", out)
+        assert not re.findall(r"#[0-9a-fA-F]{3,6}\b|rgba?\(|:(white|black)\b", bare)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 from widget_support import base_model, group, new_model
 
+from toolkit import _theme
+from toolkit.plots import probability_color
 from toolkit.types.training import TokenLogprob
 from toolkit.widgets import ChatCompare
 from toolkit.widgets.chat import diff_html, logprob_html
@@ -13,15 +16,29 @@ from toolkit.widgets.chat import diff_html, logprob_html
 
 def test_diff_html_marks_words() -> None:
     out = diff_html("the cat sat", "the dog sat down")
-    assert '<del style="background:#fdd">cat</del>' in out and ">dog</ins>" in out and "down</ins>" in out
+    assert re.search(r"<del style=\"background:[^\"]*var\(--jp-error-color1[^\"]*\">cat</del>", out)
+    assert ">dog</ins>" in out and "down</ins>" in out and _theme.SUCCESS in out
     assert diff_html("same <b>", "same <b>") == "same &lt;b&gt;"
 
 
-def test_logprob_html_colours_tokens() -> None:
-    out = logprob_html(
-        [TokenLogprob(token="<a>", logprob=0.0), TokenLogprob(token="b", logprob=math.log(0.5))]
-    )
-    assert "hsl(120,70%,85%)" in out and "hsl(60,70%,85%)" in out and "&lt;a&gt;" in out
+def rgb(css: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in re.findall(r"\d+", css))
+
+
+def test_logprob_html_uses_one_fixed_probability_scale() -> None:
+    tokens = [
+        TokenLogprob(token=t, logprob=lp) for t, lp in [("<a>", 0.0), ("b", math.log(0.5)), ("c", -4.4)]
+    ]
+    out = logprob_html(tokens)
+    colours = re.findall(r"background:(rgb\([^)]*\));color:black", out)
+    assert colours == [probability_color(0.0), probability_color(math.log(0.5)), probability_color(-4.4)]
+    assert "&lt;a&gt;" in out and 'title="logprob -4.400"' in out
+    certain, even, unlikely = (rgb(c) for c in colours)
+    assert certain[1] > certain[0]  # green
+    assert unlikely[0] > 200 and unlikely[1] < 130  # -4.4 (p = 0.012) is red, not green
+    assert even[0] > 240 and even[1] > 200  # p = 0.5 is yellow
+    # the same logprob gets the same colour in any strip (no rescaling to the strip's range)
+    assert logprob_html(tokens[2:]) == out[out.index("<span", 1 + out.index("<span", 1)) :]
 
 
 def test_conversation_and_params() -> None:
@@ -62,11 +79,11 @@ def test_compare_base_and_checkpoint_side_by_side(server) -> None:
     assert df["model"].tolist()[:4] == [models[0]] * 2 + [models[1]] * 2
     assert df["latency_s"].dtype == "float64" and df["completion_tokens"].dtype == "Int64"
     assert df["mean_logprob"].notna().sum() == 4
+    assert compare.status_line.text == "done: 3 model(s)" and not compare.running
+    assert compare.run_settings["models"] == models and compare.run_settings["params"]["n"] == 2
     compare.view.value = "diff"
-    assert (
-        "<ins" in compare.area.children[1].value
-        or "<del" in compare.area.children[1].value
-        or (columns[models[0]].texts == columns[models[1]].texts)
-    )
+    first, second = (columns[m].texts for m in models[:2])
+    assert all(diff_html(first[i], second[i]) in compare.area.children[1].value for i in (0, 1))
     compare.view.value = "logprobs"
-    assert "hsl(" in compare.area.children[0].value
+    tokens = columns[models[0]].tokens[0]
+    assert logprob_html(tokens) in compare.area.children[0].value

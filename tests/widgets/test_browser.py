@@ -1,9 +1,10 @@
 """Every widget rendered by a real JupyterLab in headless Chromium, driven by Playwright.
 
 The test starts JupyterLab on loopback in a temporary root holding a notebook that shows each widget
-against the test server, runs all cells, clicks the main buttons (launch a job and watch it end,
-compare two checkpoints, open a trace and give feedback), asserts on what is rendered, and saves a
-screenshot of each widget under docs/screenshots/.
+against the test server, runs all cells (displaying a widget starts it), clicks the main buttons
+(launch a job and watch it end, compare two checkpoints, open a trace and give feedback with its
+icon buttons), asserts on what is rendered, and saves a screenshot of each widget under
+docs/screenshots/, then of three of them again in JupyterLab's dark theme (``*-dark.png``).
 
 Needs Debian's chromium (``apt-get install -y chromium``) and the ``playwright`` package (dev extra);
 Playwright's own browser download is not used.
@@ -36,7 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 LAB_START_TIMEOUT = 60.0
 JOB_TIMEOUT_MS = 120_000
 KERNEL_IDLE = (
@@ -48,6 +49,7 @@ SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "reprs"]
+DARK = ["launcher", "chat", "traces"]
 
 SETUP = """\
 import uuid
@@ -238,7 +240,7 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     # launch a job and watch it end
     cell["launcher"].locator("button.widget-button", has_text="Launch").click()
     expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
-    expect(cell["launcher"].locator(".js-plotly-plot")).to_be_visible()
+    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text("Training")
     expect(cell["launcher"]).to_contain_text("training_ended")
 
     # stream the chat comparison
@@ -252,6 +254,7 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     explorer.locator("button.widget-button", has_text="Load").click()
     checkpoints = explorer.locator("select[multiple]").nth(1)
     expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
+    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward")  # the figure is drawn
     checkpoints.select_option(index=[0, 1])
     explorer.locator("button.widget-button", has_text="Chat with this checkpoint").click()
     explorer.get_by_placeholder("user message").fill("Compare yourselves")
@@ -259,15 +262,27 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     expect(explorer).to_contain_text("done: 2 model(s)", timeout=60_000)
     expect(explorer).to_contain_text(":step1")
 
-    # open a trace and give feedback
+    # open a trace and give feedback with the thumbs-up button: its Font Awesome glyph is drawn
     traces = cell["traces"]
     traces.locator("select[size]").select_option(index=1)
     expect(traces).to_contain_text("inputs", timeout=30_000)
-    traces.locator("button.widget-button", has_text="👍").click()
+    expect(traces.locator(".js-plotly-plot .gtitle")).to_have_text("Call tree")
+    expect(traces.locator(".js-plotly-plot .bars path")).to_have_count(2)  # agent and chat
+    thumbs_up = traces.locator("button.widget-button i.fa-thumbs-up")
+    glyph = thumbs_up.evaluate(
+        "i => [getComputedStyle(i, '::before').content, getComputedStyle(i).fontFamily]"
+    )
+    assert glyph[0] not in ("none", "normal", "") and "Font Awesome" in glyph[1]
+    thumbs_up.click()
     expect(traces).to_contain_text("feedback saved", timeout=30_000)
 
     content = page.content()
     for name in WIDGETS:
         cell[name].scroll_into_view_if_needed()
         cell[name].screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    for name in DARK:
+        cell[name].scroll_into_view_if_needed()
+        cell[name].screenshot(path=str(SCREENSHOTS / f"{name}-dark.png"))
     return content

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from widget_support import new_model
+from widget_support import click, new_model
 
 from toolkit.types.training import Choice
 from toolkit.widgets import JobLauncher, TrajectoryBuilder
@@ -26,7 +26,13 @@ def test_compose_messages_tool_calls_and_groups() -> None:
     assert "system: be brief" in b.draft_view.value
     b.reward.value = 1.0
     traj = b.add_trajectory()
-    assert b.draft == [] and len(b.groups) == 1
+    assert b.draft == [] and len(b.groups) == 1 and b.num_trajectories == 1
+    # typed by hand: no logprobs or token ids, which the status line says before any RL job
+    assert b.status_line.kind == "warning"
+    assert b.status_line.text.startswith(
+        "trajectory 0.0 has no logprobs or token ids (message 1: no logprobs"
+    )
+    assert "allow_training_without_logprobs" in b.status_line.text
     first_choice = traj.messages_and_choices[1]
     assert isinstance(first_choice, Choice) and first_choice.finish_reason == "tool_calls"
     assert first_choice.message.tool_calls and first_choice.message.tool_calls[0].function.name == "calc"
@@ -34,7 +40,7 @@ def test_compose_messages_tool_calls_and_groups() -> None:
     assert traj.reward == 1.0 and len(traj.choices()) == 2
     compose(b, "5", 0.0, group=0)
     compose(b, "4", 1.0, group=5)  # past the end: a new group
-    assert [len(g.trajectories) for g in b.groups] == [2, 1]
+    assert [len(g.trajectories) for g in b.groups] == [2, 1] and b.num_trajectories == 3
     assert b.group.max == 2 and "answer" not in b.table.value and "<table" in b.table.value
 
 
@@ -76,14 +82,19 @@ def test_log_and_hand_off_to_launcher(server) -> None:
     compose(b, "5", 0.0, group=0)
     result = b.log_groups(model.id, split="val")
     assert result.num_trajectories == 2 and result.metrics["val/reward"] == 0.5
-    assert "logged 2 trajectories" in b.status.value
+    assert b.status_line.kind == "ok" and b.status_line.text.startswith("logged 2 trajectories")
     b.log_model.value, b.split.value = "no-such-model", "val"
-    b._log_clicked()
-    assert "404" in b.status.value
+    click(b, "Log to model")
+    assert b.status_line.kind == "error" and b.status_line.text.startswith("log failed: 404: ")
     launcher = b.launcher(model_id=model.id)
     assert isinstance(launcher, JobLauncher) and launcher.groups == b.groups
     assert launcher.model.value == model.id
     b.log_model.value = model.id
-    b._train_clicked()
-    shown = b.launch_area.children[0]
-    assert isinstance(shown, JobLauncher) and shown.model.value == model.id and shown.validate() == []
+    click(b, "Train on these groups…")
+    (shown,) = b.launch_area.children
+    assert isinstance(shown, JobLauncher) and shown.model.value == model.id
+    # the hand-made choices carry no logprobs: the launcher says so until the flag is set
+    (problem,) = shown.validate()
+    assert "allow_training_without_logprobs" in problem
+    shown.experimental["allow_training_without_logprobs"].value = "true"
+    assert shown.validate() == []

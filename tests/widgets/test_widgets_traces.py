@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from widget_support import click
+
 import toolkit as tk
 from toolkit.widgets import TraceBrowser
 from toolkit.widgets.traces import calls_query
@@ -71,12 +73,12 @@ def test_browse_filter_open_feedback_export(server) -> None:
     project = f"local/browse-{uuid.uuid4().hex[:6]}"
     record_trace(client, project, "capital of France?")
     failing = record_trace(client, project, "meaning of life?", fail=True)
-    browser = TraceBrowser(client, project, page_size=4)
+    browser = TraceBrowser(client, project, page_size=4).start()
     assert browser.total == 6 and len(browser.calls) == 4 and "page 1 of 2" in browser.pager.value
     browser.next_page()
     assert len(browser.calls) == 2 and "page 2 of 2" in browser.pager.value
     browser.prev_page()
-    assert "6 calls" in browser.pager.value and "6 calls" not in browser.summary.value
+    assert "6 calls" in browser.pager.value and "6 calls" not in browser.stats.value
 
     browser.status_filter.value = "error"
     assert len(browser.search()) == 1 and browser.calls["name"].tolist() == ["search"]
@@ -90,7 +92,7 @@ def test_browse_filter_open_feedback_export(server) -> None:
     browser.roots_only.value = True
     assert browser.search()["name"].tolist() == ["agent", "agent"]
     browser.since.value = (T0 + timedelta(hours=1)).replace(tzinfo=None)
-    assert browser.search().empty and "no calls" in browser.summary.value
+    assert browser.search().empty and "no calls" in browser.stats.value
     browser.since.value = None
     browser.roots_only.value = False
     browser.page_size = 10
@@ -100,17 +102,18 @@ def test_browse_filter_open_feedback_export(server) -> None:
         "id"
     ].iloc[0]
     browser.selection.value = root
-    assert browser.call is not None and browser.call.id == root
+    assert browser.call is not None and browser.call.id == browser.call_id == root
     assert browser.trace["name"].tolist() == ["agent", "chat", "search"]
     bar = browser.tree.data[0]
     assert bar.customdata[0] == root and list(bar.base) == [0.0, 100.0, 1300.0]
     assert "meaning of life" in browser.detail.value and "agent" in browser.detail.value
 
-    browser.react("👍")
+    click(browser, icon="thumbs-up")
     browser.add_note("wrong tool")
-    assert "feedback saved" in browser.status.value and browser.note.value == ""
-    kinds = sorted(f["feedback_type"] for f in browser.feedback())
-    assert kinds == ["wandb.note.1", "wandb.reaction.1"]
+    assert browser.status_line.text == f"feedback saved on {root[:8]}" and browser.note.value == ""
+    saved = {f["feedback_type"]: f["payload"] for f in browser.feedback()}
+    assert saved["wandb.note.1"] == {"note": "wrong tool"} and saved["wandb.reaction.1"]["emoji"] == "👍"
+    assert len(saved) == 2
 
     everything = browser.to_frame()
     assert len(everything) == 6 and everything["latency_ms"].max() == 3000.0
@@ -118,7 +121,7 @@ def test_browse_filter_open_feedback_export(server) -> None:
 
 
 def test_feedback_needs_an_open_call(server) -> None:
-    browser = TraceBrowser(server.client(), f"local/empty-{uuid.uuid4().hex[:6]}")
+    browser = TraceBrowser(server.client(), f"local/empty-{uuid.uuid4().hex[:6]}").start()
     assert browser.total == 0 and browser.calls.empty
-    browser.react("👎")
-    assert "open a call first" in browser.status.value
+    click(browser, icon="thumbs-down")
+    assert (browser.status_line.kind, browser.status_line.text) == ("info", "open a call first")

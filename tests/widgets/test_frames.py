@@ -170,3 +170,16 @@ def test_fetch_checkpoints_and_trajectories(server) -> None:
     assert len(logged) == 3 and logged["split"].tolist() == ["val"] * 3
     assert sorted(logged["reward"].tolist()) == [0.0, 1.0, 1.0]
     assert logged["index"].tolist() == [0, 1, 0]
+
+
+def test_with_values_first_orders_by_coverage_and_drops_empty_columns() -> None:
+    df = pd.DataFrame(
+        {
+            "step": [0, 1, 2],
+            "rare": [None, None, 1.0],
+            "empty": [None, None, None],
+            "full": [1.0, 2.0, 3.0],
+            "half": [1.0, None, 2.0],
+        }
+    )
+    assert list(frames.with_values_first(df, ["step", "missing"]).columns) == ["step", "full", "half", "rare"]

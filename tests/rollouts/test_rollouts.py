@@ -4,6 +4,7 @@ and the whole loop (roll out, train, roll out the new checkpoint) through the cl
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,15 @@ from training_helpers import new_model, served
 from conftest import LocalServer
 from toolkit.client.sft_data import train_jsonl
 from toolkit.client.training_ops import wire
-from toolkit.rollouts import exception_record, gather, gather_async, trajectory
+from toolkit.rollouts import (
+    MissingTokensWarning,
+    exception_record,
+    gather,
+    gather_async,
+    missing_rl_data,
+    rl_untrainable,
+    trajectory,
+)
 from toolkit.tasks import reverse
 from toolkit.types.training import Choice, Trajectory, TrajectoryGroup
 
@@ -23,12 +32,19 @@ def test_trajectory_from_a_completion_carries_token_ids_and_logprobs(server: Loc
     completion = client.chat.completions.create(
         model="toolkit/tiny-chat-1m", messages=messages, logprobs=True, return_token_ids=True, max_tokens=4
     )
-    made = trajectory(messages, completion, reward=0.25, metadata={"word": "cat"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingTokensWarning)  # it has what RL trains on: no warning
+        made = trajectory(messages, completion, reward=0.25, metadata={"word": "cat"})
     choice = made.messages_and_choices[-1]
-    assert isinstance(choice, Choice)
-    assert choice.prompt_token_ids == completion.prompt_token_ids and choice.prompt_token_ids
-    assert choice.token_ids == completion.choices[0].token_ids
-    assert choice.logprobs is not None and len(choice.logprobs.content or []) == len(choice.token_ids or [])
+    assert isinstance(choice, Choice) and missing_rl_data(made) == []
+    assert choice.prompt_token_ids and choice.prompt_token_ids == completion.prompt_token_ids
+    assert choice.token_ids and choice.token_ids == completion.choices[0].token_ids
+    assert choice.logprobs is not None and choice.logprobs.content
+    assert [t.logprob for t in choice.logprobs.content] == [
+        t.logprob
+        for t in completion.choices[0].logprobs.content or []  # type: ignore[union-attr]
+    ]
+    assert len(choice.logprobs.content) == len(choice.token_ids)
     body = wire(TrajectoryGroup(trajectories=[made]))
     sent = body["trajectories"][0]
     assert sent["messages_and_choices"][0] == {"role": "user", "content": "reverse cat"}
@@ -43,6 +59,41 @@ def test_trajectory_from_a_completion_carries_token_ids_and_logprobs(server: Loc
     assert TrajectoryGroup.model_validate(json.loads(json.dumps(body))) == TrajectoryGroup(
         trajectories=[made]
     )
+
+
+def test_trajectory_warns_without_logprobs_or_token_ids(server: LocalServer) -> None:
+    client = server.client()
+    messages = reverse.prompt("cat")
+    plain = client.chat.completions.create(model="toolkit/tiny-chat-1m", messages=messages, max_tokens=4)
+    with pytest.warns(MissingTokensWarning, match="no logprobs and no token ids: an RL job cannot train"):
+        made = trajectory(messages, plain, reward=1.0)
+    assert missing_rl_data(made) == ["message 1: no logprobs and no token ids"]
+    ids_only = client.chat.completions.create(
+        model="toolkit/tiny-chat-1m", messages=messages, max_tokens=4, return_token_ids=True
+    )
+    with pytest.warns(MissingTokensWarning, match="has no logprobs: "):
+        trajectory(messages, ids_only)
+
+
+def test_rl_untrainable_names_what_an_rl_job_would_refuse() -> None:
+    def traj(reward: float, logprobs: bool) -> Trajectory:
+        choice = {"message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}
+        if logprobs:
+            choice |= {"logprobs": {"content": []}, "token_ids": [1], "prompt_token_ids": [2]}
+        return Trajectory.model_validate(
+            {"messages_and_choices": [{"role": "user", "content": "q"}, choice], "reward": reward}
+        )
+
+    groups = [
+        TrajectoryGroup(trajectories=[traj(0.0, False), traj(1.0, True)]),  # one lacks them
+        TrajectoryGroup(trajectories=[traj(1.0, False), traj(1.0, False)]),  # no variance: skipped
+        TrajectoryGroup(trajectories=[traj(0.0, False), traj(0.5, False), traj(1.0, False)]),  # 0.5 = mean
+    ]
+    assert rl_untrainable(groups) == [
+        "group 0, trajectory 0, message 1: no logprobs and no token ids",
+        "group 2, trajectory 0, message 1: no logprobs and no token ids",
+        "group 2, trajectory 2, message 1: no logprobs and no token ids",
+    ]
 
 
 def test_exception_record_is_arts_shape() -> None:
@@ -70,6 +121,18 @@ def test_gather_runs_each_rollout_in_the_callers_context() -> None:
     finally:
         parent.reset(token)
     assert [t.metadata["parent"] for g in groups for t in g.trajectories] == ["gather-call"] * 6
+
+
+def test_gather_shows_a_progress_bar_to_the_end(capsys: pytest.CaptureFixture[str]) -> None:
+    def rollout(word: str) -> Trajectory:
+        if word == "bad":
+            raise ValueError(word)
+        return Trajectory.model_validate({"messages_and_choices": [], "reward": 1.0})
+
+    groups = gather(["a", "bad"], rollout, group_size=2, desc="words")
+    assert [len(g.exceptions) for g in groups] == [0, 2]
+    last = capsys.readouterr().err.strip().split("\r")[-1]
+    assert last.startswith("words: 100%") and "4/4" in last and "reward=1.000, exceptions=2" in last
 
 
 def test_gather_captures_exceptions_into_their_group(server: LocalServer) -> None:
