@@ -53,6 +53,7 @@ from .costs import (
     CostQueryOutput,
     CostQueryReq,
     CostQueryRes,
+    IdPair,
 )
 from .feedback import (
     FeedbackCreateBatchReq,
@@ -160,6 +161,7 @@ __all__ = [
     "FeedbackReplaceReq",
     "FileContentReadReq",
     "FileCreateRes",
+    "IdPair",
     "IngestModel",
     "Json",
     "LLMUsage",

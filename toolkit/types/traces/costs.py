@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
+
+from pydantic import WithJsonSchema
 
 from ..common import WireModel
 from .common import Query, SortBy
@@ -25,8 +28,16 @@ class CostCreateReq(WireModel):
     wb_user_id: str | None = None
 
 
+# ``(cost id, llm id)`` pairs, as Weave sends them; declared as a plain array of two strings because
+# OpenAPI checkers (schemathesis) cannot read the ``prefixItems`` pydantic writes for a tuple.
+IdPair = Annotated[
+    tuple[str, str],
+    WithJsonSchema({"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}),
+]
+
+
 class CostCreateRes(WireModel):
-    ids: list[tuple[str, str]]
+    ids: list[IdPair]
 
 
 class CostQueryReq(WireModel):
