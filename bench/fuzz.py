@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema
 from reliability_support import seed_resources
 from schemathesis import Case, GenerationMode
+from schemathesis.core.failures import FailureGroup
 
 
 @dataclass
@@ -82,7 +83,7 @@ def fuzz_operation(
             return
         try:
             case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
-        except Exception as exc:
+        except (FailureGroup, Exception) as exc:  # a FailureGroup is a BaseException
             tally.check_failures += 1
             tally.note("check", case, str(exc))
 
