@@ -31,12 +31,12 @@ def fuzz_document() -> dict[str, Any]:
     app = create_app(Settings(data_dir=Path("unused")))
     doc = copy.deepcopy(app.openapi())
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-    for route in api_routes(app.routes):
+    for path, route in api_routes(app.routes):
         model = parsed_model(route) if route.include_in_schema else None
         for method in route.methods if model else ():
             body = model.model_json_schema(ref_template=REFS + "Parsed{model}")
             schemas.update({f"Parsed{k}": v for k, v in body.pop("$defs", {}).items()})
-            doc["paths"][route.path_format][method.lower()].setdefault(
+            doc["paths"][path][method.lower()].setdefault(
                 "requestBody", {"required": True, "content": {"application/json": {"schema": body}}}
             )
     for name, schema in list(schemas.items()):
@@ -68,13 +68,14 @@ def _bound(node: Any) -> None:
             _bound(value)
 
 
-def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """Every endpoint, inside included routers too (FastAPI keeps them nested)."""
+def api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute]]:
+    """Every endpoint with its full path, inside included routers too (FastAPI keeps them nested,
+    each inclusion with the prefix it adds)."""
     for route in routes:
         if isinstance(route, APIRoute):
-            yield route
+            yield prefix + route.path_format, route
         elif hasattr(route, "original_router"):
-            yield from api_routes(route.original_router.routes)
+            yield from api_routes(route.original_router.routes, prefix + route.include_context.prefix)
 
 
 def parsed_model(route: APIRoute) -> type[BaseModel] | None:

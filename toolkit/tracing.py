@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 from .client._observe import set_observer
 from .client._transport import SyncTransport
 from .client.client import AsyncClient, Client
-from .client.traces import op_calls_complete
+from .client.traces import Traces
 from .types.chat import ChatCompletion
 from .types.traces import CallsCompleteReq, CompletedCall, uuid7
 from .types.training import Trajectory
@@ -102,6 +102,7 @@ class Tracer:
     ) -> None:
         self.project = project if "/" in project else f"toolkit/{project}"
         self._transport = SyncTransport(client.config)
+        self._traces = Traces(self._transport)
         self._pending: list[CompletedCall] = []
         self._batch_size = batch_size
         self._interval = interval
@@ -259,7 +260,7 @@ class Tracer:
             for start in range(0, len(batch), self._batch_size):
                 chunk = batch[start : start + self._batch_size]
                 try:
-                    self._transport.run(op_calls_complete(CallsCompleteReq(batch=chunk)))
+                    self._traces.calls_complete(CallsCompleteReq(batch=chunk))
                 except Exception:
                     log.warning("dropped %d traced calls", len(chunk), exc_info=True)
 

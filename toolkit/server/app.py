@@ -32,6 +32,7 @@ from .store.models import Models
 from .store.usage import ChatUsage
 from .store.users import Users
 from .traces import routes as trace_routes
+from .traces import wandb_api
 from .traces.service import TraceService
 from .training import routes as training_routes
 from .training.job_worker import JobWorker
@@ -115,6 +116,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(training_routes.router)
     app.include_router(chat.router)
     app.include_router(trace_routes.router)
+    app.include_router(wandb_api.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app
 

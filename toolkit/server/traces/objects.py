@@ -1,22 +1,21 @@
-"""Versioned objects (ops included), content-addressed tables and files, and ref resolution."""
+"""Versioned objects (saved ops included): create by content digest, read by digest, ``latest`` or
+``v<N>``, query, soft-delete."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ...types.traces import ObjectVersionFilter, ObjForInsert, TableQueryReq, TableUpdate
+from ...types.traces import ObjectVersionFilter, ObjForInsert
 from ..errors import BadRequest, Conflict, NotFound
 from .common import dumps, iso, loads, now_us
-from .digests import bytes_digest, table_digest, value_digest
-from .query import Expr, Fields, json_path, order_by
-from .refs import PREFIX, parse_ref
+from .digests import value_digest
+from .query import Fields, order_by
 from .store import Base
 
 MAX_OBJECT_ID = 128
 MAX_DELETE_DIGESTS = 100
-MAX_REFS = 1000
 BASE_CLASSES = ("BaseObject", "Object")
 OBJ_COLUMNS = (
     "object_id, digest, kind, base_object_class, leaf_object_class, val, version_index, is_latest,"
@@ -141,7 +140,7 @@ class Objects:
             )
         return digest
 
-    def _row(self, pid: int | None, object_id: str, selector: str) -> sqlite3.Row:
+    def version_row(self, pid: int | None, object_id: str, selector: str) -> sqlite3.Row:
         cond, params = _selector(selector)
         row = None
         if pid is not None:
@@ -162,7 +161,7 @@ class Objects:
     def read(
         self, user_id: str, project_id: str, object_id: str, selector: str, metadata_only: bool, tags: bool
     ) -> dict[str, Any]:
-        row = self._row(self.base.pid(user_id, project_id), object_id, selector)
+        row = self.version_row(self.base.pid(user_id, project_id), object_id, selector)
         return _obj_dict(row, project_id, metadata_only, tags)
 
     def query(
@@ -263,193 +262,3 @@ class Objects:
             }
             for r in {r["digest"]: r for r in rows}.values()
         ]
-
-    # ------------------------------------------------------------------ tables
-
-    def table_create(
-        self, user_id: str, project_id: str, rows: Sequence[dict[str, Any]], expected: str | None
-    ) -> tuple[str, list[str]]:
-        row_digests = [value_digest(r) for r in rows]
-        digest = table_digest(row_digests)
-        if expected is not None and expected != digest:
-            raise Conflict(f"Digest mismatch: expected {expected}, computed {digest}")
-        pid = self.base.pid(user_id, project_id, create=True)
-        with self.base.db.write() as conn:
-            self._store_table(conn, pid, digest, row_digests, zip(row_digests, rows, strict=True))
-        return digest, row_digests
-
-    def _store_table(
-        self,
-        conn: sqlite3.Connection,
-        pid: int | None,
-        digest: str,
-        row_digests: list[str],
-        new_rows: Any,
-    ) -> None:
-        conn.executemany(
-            "INSERT OR IGNORE INTO table_rows (pid, digest, val) VALUES (?, ?, ?)",
-            ((pid, d, dumps(r)) for d, r in new_rows),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO tables (pid, digest, row_digests) VALUES (?, ?, ?)",
-            (pid, digest, dumps(row_digests)),
-        )
-
-    def _row_digests(self, pid: int | None, digest: str) -> list[str]:
-        row = None
-        if pid is not None:
-            row = self.base.db.conn.execute(
-                "SELECT row_digests FROM tables WHERE pid = ? AND digest = ?", (pid, digest)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"Table {digest} not found")
-        return list(loads(row[0]))
-
-    def table_update(
-        self, user_id: str, project_id: str, base_digest: str, updates: Sequence[TableUpdate]
-    ) -> tuple[str, list[str]]:
-        pid = self.base.pid(user_id, project_id)
-        digests = self._row_digests(pid, base_digest)
-        new_rows: list[tuple[str, dict[str, Any]]] = []
-        updated: list[str] = []
-        for update in updates:
-            if update.append is not None:
-                d = value_digest(update.append.row)
-                digests.append(d)
-                new_rows.append((d, update.append.row))
-                updated.append(d)
-            elif update.insert is not None:
-                index = update.insert.index
-                if not 0 <= index <= len(digests):
-                    raise BadRequest(f"Insert index {index} out of range")
-                d = value_digest(update.insert.row)
-                digests.insert(index, d)
-                new_rows.append((d, update.insert.row))
-                updated.append(d)
-            elif update.pop is not None:
-                index = update.pop.index
-                if not 0 <= index < len(digests):
-                    raise BadRequest(f"Pop index {index} out of range")
-                updated.append(digests.pop(index))
-            else:
-                raise BadRequest("Each update needs one of append, pop, insert")
-        digest = table_digest(digests)
-        with self.base.db.write() as conn:
-            self._store_table(conn, pid, digest, digests, new_rows)
-        return digest, updated
-
-    def table_rows(self, user_id: str, req: TableQueryReq) -> Iterator[list[str]]:
-        """Chunks of ``{digest, val, original_index}`` rows as JSON text."""
-        pid = self.base.pid(user_id, req.project_id)
-        self._row_digests(pid, req.digest)
-        parts = ["t.pid = ?", "t.digest = ?"]
-        params: list[Any] = [pid, req.digest]
-        if req.filter is not None and req.filter.row_digests is not None:
-            parts.append(f"j.value IN ({', '.join('?' * len(req.filter.row_digests))})")
-            params.extend(req.filter.row_digests)
-
-        def resolve_row(path: str) -> Expr:
-            if path in ("digest", "original_index"):
-                return Expr("r.digest" if path == "digest" else "CAST(j.key AS INTEGER)")
-            parts_ = path.split(".")
-            if parts_[0] == "val":
-                parts_ = parts_[1:]
-            return Expr("json_extract(r.val, ?)", (json_path(parts_),))
-
-        sort = [(s.field, s.direction) for s in req.sort_by or []]
-        order, order_params = order_by(sort, resolve_row, "CAST(j.key AS INTEGER) ASC")
-        sql = (
-            "SELECT json_object('digest', r.digest, 'val', json(r.val),"
-            " 'original_index', CAST(j.key AS INTEGER))"
-            " FROM tables t, json_each(t.row_digests) j"
-            " JOIN table_rows r ON r.pid = t.pid AND r.digest = j.value"
-            f" WHERE {' AND '.join(parts)}{order} LIMIT ? OFFSET ?"
-        )
-        args = (*params, *order_params, req.limit if req.limit is not None else -1, req.offset or 0)
-        return self.base.rows(sql, args)
-
-    def table_count(self, user_id: str, project_id: str, digest: str) -> int:
-        return len(self._row_digests(self.base.pid(user_id, project_id), digest))
-
-    # ------------------------------------------------------------------ files
-
-    def file_create(
-        self, user_id: str, project_id: str, name: str, content: bytes, expected: str | None
-    ) -> str:
-        digest = bytes_digest(content)
-        if expected is not None and expected != digest:
-            raise Conflict(f"Digest mismatch: expected {expected}, computed {digest}")
-        pid = self.base.pid(user_id, project_id, create=True)
-        with self.base.db.write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO files (pid, digest, name, content) VALUES (?, ?, ?, ?)",
-                (pid, digest, name, content),
-            )
-        return digest
-
-    def file_content(self, user_id: str, project_id: str, digest: str) -> bytes:
-        pid = self.base.pid(user_id, project_id)
-        row = None
-        if pid is not None:
-            row = self.base.db.conn.execute(
-                "SELECT content FROM files WHERE pid = ? AND digest = ?", (pid, digest)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"File with digest {digest} not found")
-        return bytes(row[0])
-
-    # ------------------------------------------------------------------ refs
-
-    def read_refs(self, user_id: str, uris: Sequence[str]) -> list[Any]:
-        if len(uris) > MAX_REFS:
-            raise BadRequest(f"Cannot read more than {MAX_REFS} refs at once")
-        return [self._resolve(user_id, uri) for uri in uris]
-
-    def _resolve(self, user_id: str, uri: str) -> Any:
-        ref = parse_ref(uri)
-        if ref.kind not in ("object", "op"):
-            raise BadRequest(f"Reading {ref.kind} refs is not supported: {uri}")
-        pid = self.base.pid(user_id, ref.project_id)
-        try:
-            row = self._row(pid, ref.name, ref.digest)
-        except NotFound as exc:
-            if "deleted_at" in exc.extra:
-                return None
-            raise NotFound(f"Ref not found: {uri}", missing_object_digests=[ref.digest]) from exc
-        val = loads(row["val"])
-        for edge, key in ref.extra:
-            val = self._step(user_id, val, edge, key, uri)
-        return val
-
-    def _step(self, user_id: str, val: Any, edge: str, key: str, uri: str) -> Any:
-        if isinstance(val, str) and val.startswith(PREFIX):
-            target = parse_ref(val)
-            if target.kind == "table" and edge in ("id", "index"):
-                return self._table_row(user_id, target.project_id, target.digest, edge, key, uri)
-            val = self._resolve(user_id, val)
-        if edge in ("key", "attr") and isinstance(val, dict) and key in val:
-            return val[key]
-        if (
-            edge == "index"
-            and isinstance(val, list)
-            and key.lstrip("-").isdigit()
-            and -len(val) <= int(key) < len(val)
-        ):
-            return val[int(key)]
-        raise NotFound(f"Ref path not found: {uri}")
-
-    def _table_row(self, user_id: str, project_id: str, digest: str, edge: str, key: str, uri: str) -> Any:
-        pid = self.base.pid(user_id, project_id)
-        digests = self._row_digests(pid, digest)
-        if edge == "index":
-            if not key.isdigit() or int(key) >= len(digests):
-                raise NotFound(f"Ref path not found: {uri}")
-            key = digests[int(key)]
-        elif key not in digests:
-            raise NotFound(f"Ref path not found: {uri}")
-        row = self.base.db.conn.execute(
-            "SELECT val FROM table_rows WHERE pid = ? AND digest = ?", (pid, key)
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"Ref path not found: {uri}")
-        return loads(row[0])

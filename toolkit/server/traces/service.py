@@ -16,9 +16,12 @@ from .calls import Calls
 from .common import to_us
 from .costs import Costs, call_costs
 from .feedback import Feedback
+from .files import Files
 from .objects import Objects
+from .ref_reader import RefReader
 from .refs import PREFIX
 from .store import Base
+from .tables import Tables
 from .threads import Threads
 
 
@@ -27,6 +30,9 @@ class TraceService:
         self.base = Base(path)
         self.calls = Calls(self.base)
         self.objects = Objects(self.base)
+        self.tables = Tables(self.base)
+        self.files = Files(self.base)
+        self.refs = RefReader(self.objects, self.tables)
         self.feedback = Feedback(self.base)
         self.costs = Costs(self.base)
         self.threads = Threads(self.base)
@@ -97,7 +103,7 @@ class TraceService:
         ref = node[last]
         if ref not in cache:
             try:
-                cache[ref] = self.objects.read_refs(user_id, [ref])[0]
+                cache[ref] = self.refs.read(user_id, [ref])[0]
             except ApiError:
                 cache[ref] = None
         value = cache[ref]

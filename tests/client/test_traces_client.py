@@ -116,7 +116,9 @@ def test_typed_objects_tables_files_feedback_costs(client: tk.Client) -> None:
     assert [c.llm_id for c in client.traces.cost_query(project_id=project).results] == ["m"]
     client.traces.cost_purge(project_id=project, query=purge_query([ids[0][0]]))
     assert client.traces.cost_query(project_id=project).results == []
-    assert client.traces.health().status == "ok" and client.traces.server_info().trace_server_version
+    assert client.traces.health().status == "ok"
+    info = client.traces.server_info()
+    assert (info.trace_server_version, info.min_required_weave_python_version) == (tk.__version__, "0.0.1")
     assert list(client.traces.threads_query(project_id=project)) == []
     with pytest.raises(BadRequestError):
         client.traces.obj_create(obj={"project_id": project, "object_id": "bad id", "val": 1})

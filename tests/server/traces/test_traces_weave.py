@@ -13,6 +13,7 @@ from weave.trace_server import trace_server_interface as tsi
 from weave.trace_server_bindings.remote_http_trace_server import RemoteHTTPTraceServer
 
 from conftest import LocalServer
+from toolkit._version import __version__
 
 UTC = datetime.UTC
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -285,4 +286,4 @@ def test_batching_client_paths(
     assert sorted(c.id for c in calls) == sorted(ids)
     assert all(c.output == {"id": c.id} for c in calls)
     assert len(reader.feedback_query(tsi.FeedbackQueryReq(project_id=project)).result) == 1
-    assert reader.server_info().trace_server_version
+    assert reader.server_info().trace_server_version == __version__

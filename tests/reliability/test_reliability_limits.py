@@ -130,21 +130,26 @@ def test_chat_limits_of_the_spec(server: LocalServer) -> None:
 
 
 def test_trace_limits_of_the_spec(server: LocalServer) -> None:
-    """Weave's limits: op_name <= 128, display_name <= 1024, object names <= 128 of ``[\\w._-]``,
-    at most 1000 calls per delete."""
+    """Weave's limits: op_name <= 128, display_name <= 1024, object names <= 128 of ``[\\w._-]``
+    (400), at most 1000 calls per delete (413)."""
     project, now = "local/rel-limits", datetime.now(UTC).isoformat()
     call = {"project_id": project, "trace_id": "t", "started_at": now}
     with server.http() as http:
-        for path, body in (
-            ("/traces/call/start", {"start": {**call, "id": "a", "op_name": "x" * 129}}),
+        for path, body, status in (
+            ("/traces/call/start", {"start": {**call, "id": "a", "op_name": "x" * 129}}, 400),
             (
                 "/traces/call/start",
                 {"start": {**call, "id": "b", "op_name": "o", "display_name": "d" * 1025}},
+                400,
             ),
-            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "o" * 129, "val": 1}}),
-            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "a/b", "val": 1}}),
-            ("/traces/calls/delete", {"project_id": project, "call_ids": [str(i) for i in range(1001)]}),
+            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "o" * 129, "val": 1}}, 400),
+            ("/traces/obj/create", {"obj": {"project_id": project, "object_id": "a/b", "val": 1}}, 400),
+            (
+                "/traces/calls/delete",
+                {"project_id": project, "call_ids": [str(i) for i in range(1001)]},
+                413,
+            ),
         ):
             r = http.post(path, json=body)
-            assert 400 <= r.status_code < 500, (path, r.status_code, r.text[:200])
+            assert r.status_code == status, (path, r.status_code, r.text[:200])
             assert error_shape_problem(path, r.status_code, r.json()) is None

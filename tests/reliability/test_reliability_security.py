@@ -100,7 +100,7 @@ def test_second_user_gets_404_for_every_resource_of_the_first(server: LocalServe
         content = {"project_id": project, "digest": file.json()["digest"]}
         assert http.post("/traces/file/content", json=content).status_code == 404
         stream = http.post("/traces/calls/stream_query", json={"project_id": project})
-        assert stream.status_code in (200, 404) and b"c-1" not in stream.content
+        assert (stream.status_code, stream.content) == (200, b"")  # another user's project is empty
 
 
 def test_request_chat_template_refused_unless_trusted(server: LocalServer) -> None:

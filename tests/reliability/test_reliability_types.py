@@ -3,7 +3,9 @@ another exception) or accepted as a model whose JSON dump validates back to an e
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from typing import Any
 
 import pydantic
@@ -11,12 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.types import chat, traces, training
+import toolkit.types
 
+MODULES = [
+    importlib.import_module(info.name)
+    for info in pkgutil.walk_packages(toolkit.types.__path__, "toolkit.types.")
+    if not info.ispkg
+]
 MODELS = sorted(
     {
         cls
-        for module in (training, chat, traces)
+        for module in MODULES
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if issubclass(cls, pydantic.BaseModel) and cls.__module__ == module.__name__
     },
@@ -40,7 +47,7 @@ def field_dicts(model: type[pydantic.BaseModel]) -> st.SearchStrategy[dict[str, 
 
 
 @pytest.mark.parametrize(
-    "model", MODELS, ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+    "model", MODELS, ids=lambda cls: f"{cls.__module__.removeprefix('toolkit.types.')}.{cls.__name__}"
 )
 def test_any_json_is_rejected_cleanly_or_round_trips(model: type[pydantic.BaseModel]) -> None:
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))

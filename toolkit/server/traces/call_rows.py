@@ -1,0 +1,151 @@
+"""How a call is written: its row (stored JSON fragments ``head`` and ``tail``, derived columns),
+the SQL that inserts or ends it, and the checks on its names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...types.traces import CompletedCall, EndedCall, StartedCall
+from ..errors import BadRequest
+from .common import dumps, iso, to_us, uuid7
+from .refs import PREFIX, find_refs, op_display_name
+
+MAX_OP_NAME = 128
+MAX_DISPLAY_NAME = 1024
+
+COLUMNS = (
+    "pid, id, trace_id, parent_id, thread_id, turn_id, op_name, trace_name, display_name, started_at,"
+    " ended_at, status, latency_ms, head, tail, summary, exception, input_refs, output_refs, wb_user_id,"
+    " wb_run_id, wb_run_step, wb_run_step_end"
+)
+_PLACEHOLDERS = ", ".join("?" * 23)
+_START_UPDATE = (
+    "trace_id = excluded.trace_id, parent_id = excluded.parent_id, thread_id = excluded.thread_id,"
+    " turn_id = excluded.turn_id, op_name = excluded.op_name, trace_name = excluded.trace_name,"
+    " display_name = excluded.display_name, started_at = excluded.started_at, head = excluded.head,"
+    " input_refs = excluded.input_refs, wb_user_id = excluded.wb_user_id, wb_run_id = excluded.wb_run_id,"
+    " wb_run_step = excluded.wb_run_step"
+)
+_END_UPDATE = (
+    "ended_at = excluded.ended_at, status = excluded.status, latency_ms = excluded.latency_ms,"
+    " tail = excluded.tail, summary = excluded.summary, exception = excluded.exception,"
+    " output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end"
+)
+INSERT_START = (
+    f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
+    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}"
+)
+INSERT_FULL = (
+    f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
+    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, {_END_UPDATE}"
+)
+UPDATE_END = (
+    "UPDATE calls SET ended_at = ?, status = ?, latency_ms = (? - started_at) / 1000, tail = ?, summary = ?,"
+    " exception = ?, output_refs = ?, wb_run_step_end = ? WHERE pid = ? AND id = ?"
+)
+
+
+def _refs(value: Any, text: str) -> str | None:
+    if PREFIX not in text:
+        return None
+    refs = list(dict.fromkeys(find_refs(value)))
+    return dumps(refs) if refs else None
+
+
+def check_names(op_name: str, display_name: str | None) -> None:
+    if len(op_name) > MAX_OP_NAME and not op_name.startswith(PREFIX):
+        raise BadRequest(f"op_name must be at most {MAX_OP_NAME} characters")
+    if not op_name:
+        raise BadRequest("op_name must not be empty")
+    if display_name is not None and len(display_name) > MAX_DISPLAY_NAME:
+        raise BadRequest(f"display_name must be at most {MAX_DISPLAY_NAME} characters")
+
+
+def start_row(pid: int, s: StartedCall | CompletedCall, user_id: str) -> list[Any]:
+    """The row of a started call, in ``COLUMNS`` order."""
+    check_names(s.op_name, s.display_name)
+    started = to_us(s.started_at)
+    attributes = s.attributes if s.otel_dump is None else {**s.attributes, "otel_span": s.otel_dump}
+    call_id, trace_id = s.id or uuid7(), s.trace_id or uuid7()
+    head = dumps(
+        {
+            "id": call_id,
+            "op_name": s.op_name,
+            "trace_id": trace_id,
+            "parent_id": s.parent_id,
+            "thread_id": s.thread_id,
+            "turn_id": s.turn_id,
+            "started_at": iso(started),
+            "attributes": attributes,
+            "inputs": s.inputs,
+            "wb_user_id": user_id,
+            "wb_run_id": s.wb_run_id,
+            "wb_run_step": s.wb_run_step,
+        }
+    )
+    return [
+        pid,
+        call_id,
+        trace_id,
+        s.parent_id,
+        s.thread_id,
+        s.turn_id,
+        s.op_name,
+        op_display_name(s.op_name),
+        s.display_name,
+        started,
+        None,
+        "running",
+        None,
+        head,
+        None,
+        None,
+        None,
+        _refs(s.inputs, head),
+        None,
+        user_id,
+        s.wb_run_id,
+        s.wb_run_step,
+        None,
+    ]
+
+
+def status_of(exception: str | None, summary: dict[str, Any]) -> str:
+    """``summary.weave.status`` of an ended call."""
+    if exception:
+        return "error"
+    counts = summary.get("status_counts")
+    if isinstance(counts, dict) and isinstance(counts.get("error"), int | float) and counts["error"] > 0:
+        return "descendant_error"
+    return "success"
+
+
+def end_values(e: EndedCall | CompletedCall) -> tuple[Any, ...]:
+    """ended_at, status, ended_at again (for the latency), tail, summary, exception, output_refs,
+    wb_run_step_end: the ``UPDATE_END`` parameters before the key."""
+    ended = to_us(e.ended_at)
+    tail = dumps(
+        {
+            "ended_at": iso(ended),
+            "exception": e.exception,
+            "output": e.output,
+            "wb_run_step_end": e.wb_run_step_end,
+        }
+    )
+    summary = {k: v for k, v in e.summary.items() if k != "weave"}
+    return (
+        ended,
+        status_of(e.exception, summary),
+        ended,
+        tail,
+        dumps(summary),
+        e.exception,
+        _refs(e.output, tail),
+        e.wb_run_step_end,
+    )
+
+
+def merge_end(row: list[Any], end: tuple[Any, ...]) -> None:
+    ended, status, _, tail, summary, exception, output_refs, step_end = end
+    row[10], row[11], row[12] = ended, status, (ended - row[9]) // 1000
+    row[14], row[15], row[16], row[18], row[22] = tail, summary, exception, output_refs, step_end

@@ -1,0 +1,14 @@
+"""OpenTelemetry export answers (OTLP JSON form)."""
+
+from __future__ import annotations
+
+from ..common import WireModel
+
+
+class OtelPartialSuccess(WireModel):
+    rejected_spans: int = 0
+    error_message: str = ""
+
+
+class OtelExportRes(WireModel):
+    partial_success: OtelPartialSuccess | None = None

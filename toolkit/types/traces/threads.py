@@ -1,0 +1,35 @@
+"""Threads: the turn calls of one ``thread_id``, aggregated."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..common import WireModel
+from .common import SortBy
+
+
+class ThreadsQueryFilter(WireModel):
+    after_datetime: datetime | None = None
+    before_datetime: datetime | None = None
+    thread_ids: list[str] | None = None
+
+
+class ThreadsQueryReq(WireModel):
+    project_id: str
+    filter: ThreadsQueryFilter | None = None
+    limit: int | None = None
+    offset: int | None = None
+    sort_by: list[SortBy] | None = None
+
+
+class Thread(WireModel):
+    """``ThreadSchema``: the turn calls (``id == turn_id``) of one ``thread_id``, aggregated."""
+
+    thread_id: str
+    turn_count: int
+    start_time: datetime
+    last_updated: datetime
+    first_turn_id: str | None = None
+    last_turn_id: str | None = None
+    p50_turn_duration_ms: float | None = None
+    p99_turn_duration_ms: float | None = None
