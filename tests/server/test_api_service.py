@@ -192,10 +192,15 @@ def test_services_are_typed_and_never_optional() -> None:
     """Every service a route reaches has its own type: no ``Any``, nothing that may still be None."""
     import typing
 
+    from toolkit.server.chat.context import ChatContext
     from toolkit.server.state import Services
+    from toolkit.server.training.context import TrainingContext
 
-    hints = typing.get_type_hints(Services)
-    assert {"engine", "trainer", "traces", "usage", "job_worker"} <= set(hints)
-    for name, hint in hints.items():
-        assert hint is not typing.Any, name
-        assert type(None) not in typing.get_args(hint), name
+    parts = {cls: typing.get_type_hints(cls) for cls in (Services, ChatContext, TrainingContext)}
+    assert {"chat", "training", "traces", "job_worker", "users"} <= set(parts[Services])
+    assert {"engine", "models", "usage"} <= set(parts[ChatContext])
+    assert {"runner", "models", "logs", "artifacts"} <= set(parts[TrainingContext])
+    for hints in parts.values():
+        for name, hint in hints.items():
+            assert hint is not typing.Any, name
+            assert type(None) not in typing.get_args(hint), name

@@ -18,6 +18,7 @@ from .._version import __version__
 from . import service_routes
 from .body_size_limit import BodySizeLimit
 from .chat import routes as chat
+from .chat.context import ChatContext
 from .engine.engine import Engine
 from .engine.model import BaseModelSpec, ensure_builtin, from_folder
 from .errors import install_handlers
@@ -35,7 +36,9 @@ from .traces import routes as trace_routes
 from .traces import wandb_api
 from .traces.service import TraceService
 from .training import routes as training_routes
+from .training.context import TrainingContext
 from .training.job_worker import JobWorker
+from .training.log_metrics import rollup
 from .training.runner import TrainingRunner
 
 log = logging.getLogger("toolkit.server")
@@ -60,14 +63,20 @@ def open_services(settings: Settings) -> Services:
         settings=settings,
         db=db,
         users=Users(db),
-        models=models,
-        logs=TrajectoryLogs(db, models),
-        artifacts=Artifacts(db, settings.data_dir / "artifacts"),
-        usage=ChatUsage(db),
-        base_models=base_models,
-        engine=engine,
+        chat=ChatContext(
+            engine=engine,
+            models=models,
+            usage=ChatUsage(db),
+            trust_request_chat_template=settings.trust_request_chat_template,
+        ),
+        training=TrainingContext(
+            models=models,
+            logs=TrajectoryLogs(db, models, rollup),
+            artifacts=Artifacts(db, settings.data_dir / "artifacts"),
+            runner=TrainingRunner(db, models, Jobs(db), job_worker, base_models, settings.checkpoints_dir),
+            base_models=base_models,
+        ),
         job_worker=job_worker,
-        trainer=TrainingRunner(db, models, Jobs(db), job_worker, base_models, settings.checkpoints_dir),
         traces=TraceService(settings.data_dir / "traces.db"),
     )
     ensure_local_key(svc)
@@ -93,7 +102,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = open_services(settings)
-        app.state.services = svc
+        svc.publish(app.state)
         # Objects built at start-up are never scanned again, and request-sized bursts of objects (a
         # batch of 1000 trace calls) trigger fewer collections: ingest runs ~2.5x faster.
         gc.freeze()
@@ -104,8 +113,8 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             withdraw(settings.server_file)
-            svc.engine.stop()
-            svc.trainer.stop()
+            svc.chat.engine.stop()
+            svc.training.runner.stop()
             svc.job_worker.stop()
             svc.traces.close()
             svc.db.close()

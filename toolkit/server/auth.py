@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Annotated
 
 from fastapi import Depends, Request
 
 from .errors import Unauthorized
-from .state import Services, services
-from .store.users import User
+from .store.users import User, Users
 
 
 def key_from_header(header: str | None) -> str | None:
@@ -29,11 +29,16 @@ def key_from_header(header: str | None) -> str | None:
     return None
 
 
-def current_user(request: Request, svc: Services = Depends(services)) -> User:
+def current_user(request: Request) -> User:
+    """The user of the request's key (a FastAPI dependency); 401 without a valid one."""
+    users: Users = request.app.state.users
     key = key_from_header(request.headers.get("authorization")) or request.headers.get("wandb-api-key")
     if key is None:
         raise Unauthorized("Not authenticated")
-    user = svc.users.authenticate(key)
+    user = users.authenticate(key)
     if user is None:
         raise Unauthorized("Invalid API key")
     return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]

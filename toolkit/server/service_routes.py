@@ -30,7 +30,10 @@ def system_check(svc: Services = Depends(services), _: User = Depends(current_us
     probe = svc.job_worker.probe()
     cpu = ComponentCheck(success=probe.success, duration_ms=probe.duration_ms, error=probe.error)
     result = SystemCheck(
-        api=True, database=database_check(svc), cpu_queue=cpu, gpu_queue=accelerator_check(svc.engine.device)
+        api=True,
+        database=database_check(svc),
+        cpu_queue=cpu,
+        gpu_queue=accelerator_check(svc.chat.engine.device),
     )
     ok = result.database.success and result.cpu_queue.success and result.gpu_queue.success
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if ok else 503)
@@ -68,12 +71,12 @@ def list_models(svc: Services = Depends(services), user: User = Depends(current_
     started = int(svc.settings.data_dir.stat().st_mtime)
     cards = [
         ModelCard(id=name, created=started, root=name, max_model_len=spec.max_model_len)
-        for name, spec in svc.base_models.items()
+        for name, spec in svc.training.base_models.items()
     ]
     seen: set[str] = set()
-    for checkpoint in svc.models.servable(user):
+    for checkpoint in svc.training.models.servable(user):
         created = int(checkpoint.created_at.timestamp())
-        spec = svc.base_models.get(checkpoint.base_model)
+        spec = svc.training.base_models.get(checkpoint.base_model)
         max_len = spec.max_model_len if spec else None
         if checkpoint.name not in seen:
             seen.add(checkpoint.name)

@@ -1,43 +1,48 @@
-"""The services one server process holds, reachable from every route as ``request.app.state.services``."""
+"""Everything one server process holds, built by the app before the first request.
+
+The app publishes each room's part on ``app.state`` (``users``, ``chat``, ``training``, ``traces``,
+``max_body_bytes``) and each room reads only its own part through its accessor (``chat_context``,
+``training_context``, the trace routes' ``store``, ``auth.current_user``), so no room imports this
+module: only the app and the service routes, which sit above the rooms, do.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 
-from .engine.engine import Engine
-from .engine.model import BaseModelSpec
+from .chat.context import ChatContext
 from .settings import Settings
-from .store.artifacts import Artifacts
 from .store.db import Database
-from .store.logs import TrajectoryLogs
-from .store.models import Models
-from .store.usage import ChatUsage
 from .store.users import Users
 from .traces.service import TraceService
+from .training.context import TrainingContext
 from .training.job_worker import JobWorker
-from .training.runner import TrainingRunner
 
 
 @dataclass(frozen=True)
 class Services:
-    """Everything a request may use; all of it is built and started before the first request."""
-
     settings: Settings
     db: Database
     users: Users
-    models: Models
-    logs: TrajectoryLogs
-    artifacts: Artifacts
-    usage: ChatUsage  # chat usage per team/project and model
-    base_models: dict[str, BaseModelSpec]
-    engine: Engine
+    chat: ChatContext
+    training: TrainingContext
     job_worker: JobWorker
-    trainer: TrainingRunner
     traces: TraceService
+
+    def publish(self, state: Any) -> None:
+        """Put each room's part on the app's ``state`` (a starlette ``State``)."""
+        state.services = self
+        state.users = self.users
+        state.chat = self.chat
+        state.training = self.training
+        state.traces = self.traces
+        state.max_body_bytes = self.settings.max_body_bytes
 
 
 def services(request: Request) -> Services:
+    """All of it (a FastAPI dependency of the service routes)."""
     svc: Services = request.app.state.services
     return svc

@@ -7,15 +7,15 @@ from collections.abc import AsyncIterator
 from ..engine.engine import Engine
 from ..engine.events import Event, Failed, Finished
 from ..errors import NotFound
-from ..state import Services
+from .context import ChatContext
 from .errors import EngineError
 from .prepare import Prepared
 
 
-async def generate(svc: Services, prep: Prepared) -> AsyncIterator[Event]:
+async def generate(chat: ChatContext, prep: Prepared) -> AsyncIterator[Event]:
     """The engine's events of ``prep`` until every choice finished; the request is cancelled if the
     consumer stops early. A failure is raised: 404 if the checkpoint went away, else a 500."""
-    engine: Engine = svc.engine
+    engine: Engine = chat.engine
     queue = engine.submit(prep.job)
     remaining = len(prep.job.params)
     try:

@@ -16,18 +16,18 @@ from ...types.training import Model
 from ..engine.engine import Engine
 from ..engine.request import Weights
 from ..errors import BadRequest, NotFound
-from ..state import Services
 from ..store.users import User
+from .context import ChatContext
 
 ARTIFACT_PREFIX = "wandb-artifact:///"
 _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
 
 
-def resolve_model(svc: Services, user: User, name: str | None, project: str | None = None) -> Weights:
+def resolve_model(chat: ChatContext, user: User, name: str | None, project: str | None = None) -> Weights:
     """The weights ``name`` serves; ``project`` is the ``OpenAI-Project`` header, if any.
 
     Unknown or deleted: 404 as vLLM answers it; a bare name in several projects: 400 (see module)."""
-    engine: Engine = svc.engine
+    engine: Engine = chat.engine
     if not name or name == engine.spec.name:
         return Weights("base")
     missing = NotFound(f"The model `{name}` does not exist.", param="model")
@@ -37,21 +37,21 @@ def resolve_model(svc: Services, user: User, name: str | None, project: str | No
             raise missing
         entity, project_name, ref = parts
         ref, suffix, step = _split_step(ref)
-        model = svc.models.find(user, entity=entity, project=project_name, name=ref)
+        model = chat.models.find(user, entity=entity, project=project_name, name=ref)
     else:
         ref, suffix, step = _split_step(name)
-        model = _by_name(svc, user, ref, suffix, project)
+        model = _by_name(chat, user, ref, suffix, project)
         if model is None:
             try:
-                model = svc.models.get(user, ref)
+                model = chat.models.get(user, ref)
             except NotFound:
                 model = None
     if model is None or model.base_model != engine.spec.name:
         raise missing
     row = (
-        svc.models.checkpoint_at(model.id, step)
+        chat.models.checkpoint_at(model.id, step)
         if step is not None
-        else svc.models.latest_checkpoint(model.id)
+        else chat.models.latest_checkpoint(model.id)
     )
     if row is None:
         raise missing
@@ -77,10 +77,10 @@ def _split_step(ref: str) -> tuple[str, str, int | None]:
     return match["name"], match["suffix"], int(step) if step is not None else None
 
 
-def _by_name(svc: Services, user: User, name: str, suffix: str, project: str | None) -> Model | None:
+def _by_name(chat: ChatContext, user: User, name: str, suffix: str, project: str | None) -> Model | None:
     """The user's served model called ``name``: the only one, or the one in the header's project."""
-    engine: Engine = svc.engine
-    candidates = [m for m in svc.models.all(user) if m.name == name and m.base_model == engine.spec.name]
+    engine: Engine = chat.engine
+    candidates = [m for m in chat.models.all(user) if m.name == name and m.base_model == engine.spec.name]
     if len(candidates) > 1 and project and project.strip():
         entity, _, project_name = project.strip().rpartition("/")
         within = [m for m in candidates if m.project == project_name and entity in ("", m.entity)]

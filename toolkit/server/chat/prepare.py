@@ -15,10 +15,10 @@ from ..engine.engine import Engine
 from ..engine.request import BeamParams, Request
 from ..engine.structured import ConstraintError, GuidedRow, regex_for
 from ..engine.template import TemplateError, render_chat
-from ..state import Services
 from ..store.usage import ChatUsage
 from ..store.users import User
 from .checks import check_tool_choice, engine_checks, parse_request
+from .context import ChatContext
 from .errors import EngineRejected, invalid
 from .model_names import resolve_model
 from .sampling_options import constraint, logits_processors, sampling_params
@@ -41,7 +41,7 @@ class Prepared:
 
 
 def prepare(
-    svc: Services, user: User, body: Any, project: str | None, stream: bool | None = None
+    chat: ChatContext, user: User, body: Any, project: str | None, stream: bool | None = None
 ) -> Prepared:
     """Check a request in vLLM's order and turn it into an engine request (blocking: run in a thread).
 
@@ -50,8 +50,8 @@ def prepare(
     r = parse_request(body)
     if stream is not None and bool(r.stream) != stream:
         r.stream = stream
-    engine: Engine = svc.engine
-    weights = resolve_model(svc, user, r.model, project)
+    engine: Engine = chat.engine
+    weights = resolve_model(chat, user, r.model, project)
     if r.priority != 0 and not engine.priority_scheduling:
         raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
     check_tool_choice(r)
@@ -60,7 +60,7 @@ def prepare(
             "Per-request mm_processor_kwargs are disabled by default: the served model takes text only.",
             "mm_processor_kwargs",
         )
-    prompt = engine.codec.encode(_render(svc, r), add_special_tokens=r.add_special_tokens)
+    prompt = engine.codec.encode(_render(chat, r), add_special_tokens=r.add_special_tokens)
     max_len = engine.spec.max_model_len
     if r.truncate_prompt_tokens is not None:
         if r.truncate_prompt_tokens > max_len:
@@ -154,12 +154,12 @@ def prepare(
     )
 
 
-def _render(svc: Services, r: ChatCompletionRequest) -> str:
+def _render(chat: ChatContext, r: ChatCompletionRequest) -> str:
     """The prompt text: the served model's chat template (or a trusted request's own), in the sandbox."""
-    engine: Engine = svc.engine
+    engine: Engine = chat.engine
     kwargs = dict(r.chat_template_kwargs or {})
     requested = r.chat_template or kwargs.pop("chat_template", None)
-    if requested and not svc.settings.trust_request_chat_template:
+    if requested and not chat.trust_request_chat_template:
         raise invalid(
             "Chat template is passed with request, but --trust-request-chat-template is not set. "
             "Refused request with untrusted chat template."

@@ -9,8 +9,8 @@ from ...types.chat import AssistantMessage, ChatCompletion, ChatCompletionChoice
 from ...types.training import ChoiceLogprobs
 from ..engine.engine import Engine
 from ..engine.events import Finished, Started
-from ..state import Services
 from ..store.users import User
+from .context import ChatContext
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
@@ -18,16 +18,16 @@ from .usage import record_usage, usage_of
 
 
 async def create_chat_completion(
-    svc: Services, user: User, body: dict[str, Any], project: str | None = None
+    chat: ChatContext, user: User, body: dict[str, Any], project: str | None = None
 ) -> ChatCompletion:
     """Create a chat completion (the whole response at once); ``project`` is the ``OpenAI-Project``
     header (``team/project``). Request errors raise :class:`~..errors.ApiError`."""
-    prep = await asyncio.to_thread(prepare, svc, user, body, project, False)
-    engine: Engine = svc.engine
+    prep = await asyncio.to_thread(prepare, chat, user, body, project, False)
+    engine: Engine = chat.engine
     fmt = LogprobFormatter(engine.codec, bool(prep.req.return_tokens_as_token_ids))
     started: Started | None = None
     finished: dict[int, Finished] = {}
-    async for event in generate(svc, prep):
+    async for event in generate(chat, prep):
         if isinstance(event, Started):
             started = event
         elif isinstance(event, Finished):
@@ -53,7 +53,7 @@ async def create_chat_completion(
             )
         )
     completion = sum(len(f.token_ids) for f in finished.values())
-    await asyncio.to_thread(record_usage, svc, prep, len(prompt), completion, started.cached_tokens)
+    await asyncio.to_thread(record_usage, chat, prep, len(prompt), completion, started.cached_tokens)
     return ChatCompletion(
         id=prep.id,
         created=prep.created,

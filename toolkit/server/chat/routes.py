@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...types.chat import ChatCompletionChunk, ProjectUsage, UsageReport
 from ..auth import current_user
 from ..errors import ApiError
-from ..state import Services, services
 from ..store.users import User
 from .checks import parse_request
+from .context import ChatContext, chat_context
 from .errors import EngineError, EngineRejected, InvalidRequest
 from .responses import create_chat_completion
 from .streaming import stream_chat_completion
@@ -62,10 +62,10 @@ async def _rejected(exc: ApiError) -> AsyncIterator[str]:
 async def chat_completions(
     request: Request,
     body: Any = Body(...),
-    svc: Services = Depends(services),
+    chat: ChatContext = Depends(chat_context),
     user: User = Depends(current_user),
 ) -> JSONResponse | StreamingResponse:
-    """Create a chat completion (vLLM's request and response format; see chat-completions.md)."""
+    """Create a chat completion (vLLM's request and response format)."""
     content_type = request.headers.get("content-type", "")
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise InvalidRequest(
@@ -76,9 +76,9 @@ async def chat_completions(
     if isinstance(body, dict) and header_id:
         body = {**body, "request_id": header_id}
     if not parse_request(body).stream:
-        completion = await create_chat_completion(svc, user, body, project)
+        completion = await create_chat_completion(chat, user, body, project)
         return JSONResponse(completion.model_dump(mode="json"))
-    chunks = stream_chat_completion(svc, user, body, project)
+    chunks = stream_chat_completion(chat, user, body, project)
     try:
         first = await anext(chunks)
     except EngineRejected as exc:
@@ -90,10 +90,12 @@ async def chat_completions(
 
 @router.get("/v1/usage", response_model=UsageReport)
 def usage(
-    project: str | None = None, svc: Services = Depends(services), user: User = Depends(current_user)
+    project: str | None = None,
+    chat: ChatContext = Depends(chat_context),
+    user: User = Depends(current_user),
 ) -> UsageReport:
     """The caller's chat usage per team/project and model (extension endpoint)."""
-    rows = svc.usage.rows(user, project) if svc.usage is not None else []
+    rows = chat.usage.rows(user, project)
     return UsageReport(
         data=[
             ProjectUsage(

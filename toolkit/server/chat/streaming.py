@@ -11,8 +11,8 @@ from ...types.chat import ChatCompletionChunk, ChunkChoice, DeltaMessage, Usage
 from ...types.training import ChoiceLogprobs
 from ..engine.engine import Engine
 from ..engine.events import Delta, Finished, Started
-from ..state import Services
 from ..store.users import User
+from .context import ChatContext
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
@@ -20,13 +20,13 @@ from .usage import record_usage, usage_of
 
 
 async def stream_chat_completion(
-    svc: Services, user: User, body: dict[str, Any], project: str | None = None
+    chat: ChatContext, user: User, body: dict[str, Any], project: str | None = None
 ) -> AsyncIterator[ChatCompletionChunk]:
     """Create a chat completion as chunks. Request errors raise before the first chunk; checks vLLM
     makes in its engine raise :class:`~.errors.EngineRejected` (the route sends an error event)."""
-    prep = await asyncio.to_thread(prepare, svc, user, body, project, True)
+    prep = await asyncio.to_thread(prepare, chat, user, body, project, True)
     r, prompt = prep.req, prep.job.prompt_ids
-    engine: Engine = svc.engine
+    engine: Engine = chat.engine
     fmt = LogprobFormatter(engine.codec, bool(r.return_tokens_as_token_ids))
     options = r.stream_options
     include_usage = bool(options and options.include_usage)
@@ -72,7 +72,7 @@ async def stream_chat_completion(
         return chunk(choice, **extra)
 
     cached = 0
-    async for event in generate(svc, prep):
+    async for event in generate(chat, prep):
         if isinstance(event, Started):
             cached = event.cached_tokens
             for index in range(len(prep.job.params)):
@@ -100,7 +100,7 @@ async def stream_chat_completion(
             tail = event.tail or Delta(event.index, [], "", [])
             yield content(tail, finish_reason=event.finish_reason, stop_reason=event.stop_reason)
     completion = sum(counts)
-    await asyncio.to_thread(record_usage, svc, prep, len(prompt), completion, cached)
+    await asyncio.to_thread(record_usage, chat, prep, len(prompt), completion, cached)
     if include_usage:
         yield ChatCompletionChunk(
             id=prep.id,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...types.chat import PromptTokensDetails, Usage
-from ..state import Services
+from .context import ChatContext
 from .prepare import Prepared
 
 
@@ -16,7 +16,6 @@ def usage_of(prompt: int, completion: int, cached: int) -> Usage:
     )
 
 
-def record_usage(svc: Services, prep: Prepared, prompt: int, completion: int, cached: int) -> None:
+def record_usage(chat: ChatContext, prep: Prepared, prompt: int, completion: int, cached: int) -> None:
     """Add one request to its user's counters for its team/project and model (blocking: a write)."""
-    if svc.usage is not None:
-        svc.usage.record(prep.user, prep.project, prep.model, prompt, completion, cached)
+    chat.usage.record(prep.user, prep.project, prep.model, prompt, completion, cached)

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ...types.training import LogRequest, LogResponse
-from ..training.log_metrics import GroupSummary, log_metrics, summarise
 from .common import now_iso
 from .db import Database
 from .models import Models
 
 
+@dataclass
+class LoggedGroup:
+    """One logged group as it is read back to compute its split's metrics."""
+
+    rewards: list[float]
+    trajectory_metrics: list[dict[str, object]]
+    group_metrics: dict[str, object]
+    num_exceptions: int
+
+
+Rollup = Callable[[str, Sequence[LoggedGroup]], dict[str, float]]
+"""The metrics of a split at a step from all its logged groups (the training room's ``/log`` metrics)."""
+
+
 class TrajectoryLogs:
-    def __init__(self, db: Database, models: Models) -> None:
+    def __init__(self, db: Database, models: Models, rollup: Rollup) -> None:
         self.db = db
         self.models = models
+        self.rollup = rollup
 
     def log(self, model_id: str, req: LogRequest) -> LogResponse:
         """Store the groups at the model's current step and recompute that step's split metrics."""
@@ -44,7 +60,7 @@ class TrajectoryLogs:
                         for t in group.trajectories
                     ],
                 )
-            metrics = log_metrics(req.split, self._summaries(model_id, req.split, checkpoint.step))
+            metrics = self.rollup(req.split, self._groups(model_id, req.split, checkpoint.step))
             self.models.merge_metrics(conn, checkpoint.id, metrics)
         return LogResponse(
             model_id=model_id,
@@ -56,7 +72,7 @@ class TrajectoryLogs:
             metrics=metrics,
         )
 
-    def _summaries(self, model_id: str, split: str, step: int) -> list[GroupSummary]:
+    def _groups(self, model_id: str, split: str, step: int) -> list[LoggedGroup]:
         conn = self.db.conn
         groups = conn.execute(
             "SELECT id, num_exceptions, data FROM log_groups WHERE model_id = ? AND split = ? AND step = ?",
@@ -76,7 +92,7 @@ class TrajectoryLogs:
         for g in groups:
             members = by_group.get(g["id"], [])
             out.append(
-                summarise(
+                LoggedGroup(
                     [r for r, _ in members],
                     [m for _, m in members],
                     json.loads(g["data"]).get("metrics", {}),

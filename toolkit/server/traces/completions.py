@@ -13,10 +13,10 @@ import orjson
 from starlette.concurrency import run_in_threadpool
 
 from ...types.traces import CompletedCall, CompletionsCreateReq, EndedCall, StartedCall
+from ..chat.context import ChatContext
 from ..chat.responses import create_chat_completion
 from ..chat.streaming import stream_chat_completion
 from ..errors import ApiError
-from ..state import Services
 from ..store.users import User
 from .common import uuid7
 from .service import TraceService
@@ -59,12 +59,13 @@ def _inputs(req: CompletionsCreateReq) -> dict[str, Any]:
     return {k: v for k, v in req.inputs.items() if v is not None and k != "vertex_credentials"}
 
 
-async def create(svc: Services, user: User, req: CompletionsCreateReq) -> dict[str, Any]:
-    traces: TraceService = svc.traces
+async def create(
+    traces: TraceService, chat: ChatContext, user: User, req: CompletionsCreateReq
+) -> dict[str, Any]:
     started = _now()
     error: str | None = None
     try:
-        completion = await create_chat_completion(svc, user, _engine_body(req.inputs), req.project_id)
+        completion = await create_chat_completion(chat, user, _engine_body(req.inputs), req.project_id)
         response: dict[str, Any] = completion.model_dump(mode="json", exclude_none=True)
     except ApiError as exc:
         error = _message(exc)
@@ -128,9 +129,10 @@ class _Aggregate:
         return out
 
 
-async def stream(svc: Services, user: User, req: CompletionsCreateReq) -> AsyncIterator[bytes]:
+async def stream(
+    traces: TraceService, chat: ChatContext, user: User, req: CompletionsCreateReq
+) -> AsyncIterator[bytes]:
     """JSON Lines: ``{"_meta": {...}}`` (when tracked), the engine's chunks, or ``{"error": ...}``."""
-    traces: TraceService = svc.traces
     body = _engine_body(req.inputs)
     body["stream"] = True
     body.setdefault("stream_options", {"include_usage": True})
@@ -150,7 +152,7 @@ async def stream(svc: Services, user: User, req: CompletionsCreateReq) -> AsyncI
     total = _Aggregate()
     error: str | None = None
     try:
-        async for chunk in stream_chat_completion(svc, user, body, req.project_id):
+        async for chunk in stream_chat_completion(chat, user, body, req.project_id):
             data = chunk.model_dump(mode="json", exclude_none=True)
             total.add(data)
             yield orjson.dumps(data) + b"\n"

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..store.logs import LoggedGroup
 from . import stats
 
 
@@ -67,3 +68,11 @@ def log_metrics(split: str, groups: Sequence[GroupSummary]) -> dict[str, float]:
     for key, value in _means(g.group_metrics for g in groups).items():
         out[f"group/{key}"] = value
     return {f"{split}/{key}": value for key, value in out.items() if value is not None}
+
+
+def rollup(split: str, groups: Sequence[LoggedGroup]) -> dict[str, float]:
+    """:func:`log_metrics` over groups read back from the store (the store's ``Rollup``)."""
+    return log_metrics(
+        split,
+        [summarise(g.rewards, g.trajectory_metrics, g.group_metrics, g.num_exceptions) for g in groups],
+    )

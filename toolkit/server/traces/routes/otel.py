@@ -42,7 +42,7 @@ async def _otlp_body(request: Request) -> bytes:
     raw = await request.body()
     if request.headers.get("content-encoding", "").lower() != "gzip":
         return raw
-    limit = request.app.state.services.settings.max_body_bytes
+    limit: int = request.app.state.max_body_bytes
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
         body = inflater.decompress(raw, limit + 1)

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ValidationError
 
 from ....types import traces as t
 from ...auth import current_user
-from ...state import Services, services
 from ...store.users import User
 from ..service import TraceService
 
@@ -44,8 +43,9 @@ def json_body(model: type[M]) -> Callable[[Request], Awaitable[M]]:
     return parse
 
 
-def store(svc: Services = Depends(services)) -> TraceService:
-    traces: TraceService = svc.traces
+def store(request: Request) -> TraceService:
+    """The app's trace service (a FastAPI dependency)."""
+    traces: TraceService = request.app.state.traces
     return traces
 
 

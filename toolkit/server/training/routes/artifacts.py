@@ -6,13 +6,12 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 
 from ....types.training import Artifact
-from ...auth import current_user
+from ...auth import CurrentUser
 from ...errors import Unprocessable
-from ...state import Services, services
-from ...store.users import User
+from ..context import Training
 from ..data import ALLOWED_FILES, TrainingDataError, check_metadata, iter_conversations
 
 router = APIRouter(prefix="/v1/preview/artifacts")
@@ -21,15 +20,15 @@ NAME = re.compile(r"^(?!\.+$)[A-Za-z0-9_.\-]{1,128}$")  # "." and ".." are path 
 
 @router.post("", response_model=Artifact)
 async def upload(
+    project: Annotated[str, Form()],
+    training: Training,
+    user: CurrentUser,
     files: Annotated[
         list[UploadFile], File(description="train.jsonl, or trajectories.jsonl + metadata.json")
     ],
-    project: Annotated[str, Form()],
     entity: Annotated[str | None, Form()] = None,
     name: Annotated[str | None, Form()] = None,
     model_id: Annotated[str | None, Form()] = None,
-    svc: Services = Depends(services),
-    user: User = Depends(current_user),
 ) -> Artifact:
     entity = entity or user.name
     name = name or f"sft-data-{uuid.uuid4().hex[:12]}"
@@ -37,7 +36,7 @@ async def upload(
         if not NAME.match(value):
             raise Unprocessable(["body", field], "use 1-128 letters, digits, '_', '.', '-' (not only dots)")
     if model_id is not None:
-        svc.models.get(user, model_id)
+        training.models.get(user, model_id)
     contents: dict[str, bytes] = {}
     for upload_file in files:
         filename = upload_file.filename or ""
@@ -62,18 +61,23 @@ async def upload(
         raise Unprocessable(loc, exc.message) from None
     if count == 0:
         raise Unprocessable(["body", data_files[0]], "no training examples")
-    return svc.artifacts.create(
+    return training.artifacts.create(
         user, entity=entity, project=project, name=name, files=contents, num_records=count, model_id=model_id
     )
 
 
 @router.get("", response_model=list[Artifact])
-def list_artifacts(svc: Services = Depends(services), user: User = Depends(current_user)) -> list[Artifact]:
-    return svc.artifacts.all(user)
+def list_artifacts(
+    training: Training,
+    user: CurrentUser,
+) -> list[Artifact]:
+    return training.artifacts.all(user)
 
 
 @router.get("/{artifact_id}", response_model=Artifact)
 def get_artifact(
-    artifact_id: str, svc: Services = Depends(services), user: User = Depends(current_user)
+    artifact_id: str,
+    training: Training,
+    user: CurrentUser,
 ) -> Artifact:
-    return svc.artifacts.get(user, artifact_id)
+    return training.artifacts.get(user, artifact_id)

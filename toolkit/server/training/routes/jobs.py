@@ -13,21 +13,25 @@ from ....types.training import (
     TrainingJobCreated,
     TrainingJobEventList,
 )
-from ...auth import current_user
-from ...state import Services, services
-from ...store.users import User
+from ...auth import CurrentUser
+from ..context import Training
 from ..runner import TrainingRunner
 
 router = APIRouter(prefix="/v1/preview")
 
 
-def runner(svc: Services = Depends(services)) -> TrainingRunner:
-    return svc.trainer
+def runner(training: Training) -> TrainingRunner:
+    return training.runner
+
+
+Runner = Annotated[TrainingRunner, Depends(runner)]
 
 
 @router.post("/training-jobs", response_model=TrainingJobCreated)
 def create_rl_job(
-    req: CreateRLTrainingJob, run: TrainingRunner = Depends(runner), user: User = Depends(current_user)
+    req: CreateRLTrainingJob,
+    run: Runner,
+    user: CurrentUser,
 ) -> TrainingJobCreated:
     """Queue an RL step over the trajectory groups; answers at once with the job id."""
     return TrainingJobCreated(id=run.submit_rl(user, req))
@@ -36,17 +40,19 @@ def create_rl_job(
 @router.post("/sft-training-jobs", response_model=TrainingJobCreated)
 def create_sft_job(
     req: CreateSFTTrainingJob,
-    svc: Services = Depends(services),
-    run: TrainingRunner = Depends(runner),
-    user: User = Depends(current_user),
+    training: Training,
+    run: Runner,
+    user: CurrentUser,
 ) -> TrainingJobCreated:
     """Queue an SFT pass over uploaded training data; answers at once with the job id."""
-    return TrainingJobCreated(id=run.submit_sft(user, req, svc.artifacts))
+    return TrainingJobCreated(id=run.submit_sft(user, req, training.artifacts))
 
 
 @router.get("/training-jobs", response_model=list[TrainingJob])
 def list_jobs(
-    model_id: str | None = None, run: TrainingRunner = Depends(runner), user: User = Depends(current_user)
+    run: Runner,
+    user: CurrentUser,
+    model_id: str | None = None,
 ) -> list[TrainingJob]:
     """Extension: the caller's jobs, oldest first, optionally of one model."""
     return run.jobs.all(user, model_id)
@@ -54,14 +60,18 @@ def list_jobs(
 
 @router.get("/training-jobs/{job_id}", response_model=TrainingJob)
 def get_job(
-    job_id: str, run: TrainingRunner = Depends(runner), user: User = Depends(current_user)
+    job_id: str,
+    run: Runner,
+    user: CurrentUser,
 ) -> TrainingJob:
     return run.jobs.get(user, job_id)
 
 
 @router.post("/training-jobs/{job_id}/cancel", response_model=TrainingJob)
 def cancel_job(
-    job_id: str, run: TrainingRunner = Depends(runner), user: User = Depends(current_user)
+    job_id: str,
+    run: Runner,
+    user: CurrentUser,
 ) -> TrainingJob:
     """Extension: cancel a queued job at once, or a running one before its next gradient step."""
     return run.cancel(user, job_id)
@@ -70,10 +80,10 @@ def cancel_job(
 @router.get("/training-jobs/{job_id}/events", response_model=TrainingJobEventList)
 def list_events(
     job_id: str,
+    run: Runner,
+    user: CurrentUser,
     after: Annotated[str | None, Query(description="id of the last event of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    run: TrainingRunner = Depends(runner),
-    user: User = Depends(current_user),
 ) -> TrainingJobEventList:
     items, has_more = run.jobs.event_page(user, job_id, after=after, limit=limit)
     return TrainingJobEventList(

@@ -4,47 +4,57 @@ from __future__ import annotations
 
 import shutil
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from ....types.training import DeleteModelResponse, Model, ModelCreate
-from ...auth import current_user
+from ...auth import CurrentUser
 from ...errors import Unprocessable
-from ...state import Services, services
-from ...store.users import User
+from ..context import Training
 
 router = APIRouter(prefix="/v1/preview/models")
 
 
 @router.post("", response_model=Model)
 def create_model(
-    req: ModelCreate, svc: Services = Depends(services), user: User = Depends(current_user)
+    req: ModelCreate,
+    training: Training,
+    user: CurrentUser,
 ) -> Model:
-    if req.base_model not in svc.base_models:
+    if req.base_model not in training.base_models:
         raise Unprocessable(
             ["body", "base_model"],
-            f"unknown base model {req.base_model!r}; served: {', '.join(svc.base_models)}",
+            f"unknown base model {req.base_model!r}; served: {', '.join(training.base_models)}",
         )
-    model, _ = svc.models.create(user, req)
+    model, _ = training.models.create(user, req)
     return model
 
 
 @router.get("", response_model=list[Model])
-def list_models(svc: Services = Depends(services), user: User = Depends(current_user)) -> list[Model]:
+def list_models(
+    training: Training,
+    user: CurrentUser,
+) -> list[Model]:
     """Extension: the caller's models, oldest first."""
-    return svc.models.all(user)
+    return training.models.all(user)
 
 
 @router.get("/{model_id}", response_model=Model)
-def get_model(model_id: str, svc: Services = Depends(services), user: User = Depends(current_user)) -> Model:
+def get_model(
+    model_id: str,
+    training: Training,
+    user: CurrentUser,
+) -> Model:
     """Extension: one model with its latest step."""
-    return svc.models.get(user, model_id)
+    return training.models.get(user, model_id)
 
 
 @router.delete("/{model_id}", response_model=DeleteModelResponse)
 def delete_model(
-    model_id: str, svc: Services = Depends(services), user: User = Depends(current_user)
+    model_id: str,
+    training: Training,
+    user: CurrentUser,
 ) -> DeleteModelResponse:
-    checkpoints, artifacts, trajectories, paths = svc.models.delete(user, model_id)
+    checkpoints, artifacts, trajectories, paths = training.models.delete(user, model_id)
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
     return DeleteModelResponse(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from ....types.training import LogRequest, LogResponse
-from ...auth import current_user
-from ...state import Services, services
-from ...store.users import User
+from ...auth import CurrentUser
+from ..context import Training
 
 router = APIRouter(prefix="/v1/preview/models")
 SQLITE_INT_MAX = 2**63 - 1  # larger query integers would overflow SQLite's INTEGER (a 500)
@@ -17,22 +16,25 @@ SQLITE_INT_MAX = 2**63 - 1  # larger query integers would overflow SQLite's INTE
 
 @router.post("/{model_id}/log", response_model=LogResponse)
 def log_trajectories(
-    model_id: str, req: LogRequest, svc: Services = Depends(services), user: User = Depends(current_user)
+    model_id: str,
+    req: LogRequest,
+    training: Training,
+    user: CurrentUser,
 ) -> LogResponse:
-    svc.models.get(user, model_id)
-    return svc.logs.log(model_id, req)
+    training.models.get(user, model_id)
+    return training.logs.log(model_id, req)
 
 
 @router.get("/{model_id}/trajectories")
 def list_trajectories(
     model_id: str,
+    training: Training,
+    user: CurrentUser,
     split: str | None = None,
     step: Annotated[int | None, Query(ge=0, le=SQLITE_INT_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=SQLITE_INT_MAX)] = 0,
-    svc: Services = Depends(services),
-    user: User = Depends(current_user),
 ) -> list[dict[str, object]]:
     """Extension: logged trajectories, newest step first."""
-    svc.models.get(user, model_id)
-    return svc.logs.query(model_id, split=split, step=step, limit=limit, offset=offset)
+    training.models.get(user, model_id)
+    return training.logs.query(model_id, split=split, step=step, limit=limit, offset=offset)

@@ -1,0 +1,25 @@
+"""What the chat endpoint works with, published by the app as ``app.state.chat``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from ..engine.engine import Engine
+from ..store.models import Models
+from ..store.usage import ChatUsage
+
+
+@dataclass(frozen=True)
+class ChatContext:
+    engine: Engine
+    models: Models  # model names and checkpoints a request's ``model`` resolves to
+    usage: ChatUsage  # tokens per team/project and model
+    trust_request_chat_template: bool
+
+
+def chat_context(request: Request) -> ChatContext:
+    """The app's chat context (a FastAPI dependency)."""
+    ctx: ChatContext = request.app.state.chat
+    return ctx
