@@ -1,0 +1,31 @@
+"""Running a notebook the way nbval does, in a fresh kernel of this interpreter (nbclient)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+CELL_TIMEOUT = 1800.0  # seconds; notebook 03 runs its whole RL loop in one cell
+
+
+class CurrentPython(KernelSpecManager):
+    """Kernels of this interpreter, whatever kernels are installed (nbval's ``--nbval-current-env``)."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
+
+
+def run_notebook(path: Path) -> nbformat.NotebookNode:
+    """Run every cell in a new kernel started in the notebook's folder; raises on the first error.
+    The kernel inherits this process's environment. Returns the notebook with its outputs."""
+    kernel = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=CurrentPython())
+    notebook = nbformat.read(path, as_version=4)
+    return NotebookClient(
+        notebook, km=kernel, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
