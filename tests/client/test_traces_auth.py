@@ -11,6 +11,7 @@ import pytest
 
 import toolkit as tk
 from toolkit.client._transport import AsyncTransport, Config, SyncTransport
+from toolkit.client.deployment import Deployment
 from toolkit.client.traces import AsyncTraces, Traces, is_wandb_hosted
 
 KEY = "k-123"
@@ -24,6 +25,7 @@ def config(trace_url: str, api_key: str | None = KEY) -> Config:
         api_key=api_key,
         inference_url="http://127.0.0.1:1/v1",
         trace_url=trace_url,
+        deployment=Deployment.for_url("http://127.0.0.1:1"),
         max_retries=0,
     )
 
