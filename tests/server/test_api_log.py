@@ -470,3 +470,18 @@ def test_trajectories_query_validation(http: httpx.Client) -> None:
     ]:
         r = http.get(f"/v1/preview/models/{model_id}/trajectories", params=params)
         assert (r.status_code, [i["loc"] for i in r.json()["detail"]]) == (422, [loc])
+
+
+
+
+def test_the_mean_of_the_largest_metric_values_is_finite(server: Any, http: httpx.Client) -> None:
+    """The mean of two ``1.7976931348623157e308`` is that number (the naive sum overflowed to a
+    ``null`` the wire type rejects), and the client parses the answer."""
+    model_id = new_model(http)
+    big = {"reward": 1.0, "metrics": {"m": 1.7976931348623157e308}}
+    body = {"split": "val", "trajectory_groups": [{"trajectories": [big, big]}]}
+    r = http.post(f"/v1/preview/models/{model_id}/log", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["metrics"]["val/m"] == 1.7976931348623157e308
+    result = server.client().models.log(model_id, **body)
+    assert result.metrics is not None and result.metrics["val/m"] == 1.7976931348623157e308
