@@ -44,6 +44,10 @@ class ConstraintError(ValueError):
     """The constraint is invalid, unsupported or too slow to compile (a 400)."""
 
 
+class CompileTimeout(ConstraintError):
+    """The constraint took longer than the time limit to compile."""
+
+
 @dataclass
 class GuidedRow:
     """One sequence's position in a compiled constraint."""
@@ -79,8 +83,14 @@ class Compiler:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolkit-grammar")
 
     def _vocabulary(self) -> Vocabulary:
+        """The ordinary tokens, and added ones that are not special (Qwen's ``<tool_call>``): a
+        constraint may produce every token the model writes as text."""
         if self._vocab is None:
-            self._vocab = Vocabulary(self.eos_id, self.codec.token_bytes)
+            tokens = {raw: list(ids) for raw, ids in self.codec.token_bytes.items()}
+            for token_id, token in self.codec.tok.get_added_tokens_decoder().items():
+                if not token.special:
+                    tokens.setdefault(token.content.encode(), []).append(token_id)
+            self._vocab = Vocabulary(self.eos_id, tokens)
         return self._vocab
 
     def index(self, regex: str, timeout: float = COMPILE_TIMEOUT_S) -> Index:
@@ -92,7 +102,7 @@ class Compiler:
         try:
             index = future.result(timeout=timeout)
         except FutureTimeout:
-            raise ConstraintError(
+            raise CompileTimeout(
                 f"The structured output constraint took longer than {timeout:g}s to compile."
             ) from None
         except (ValueError, RuntimeError) as exc:
