@@ -202,6 +202,21 @@ def test_unrestricted_schemas_are_bounded() -> None:
     assert nested["$defs"]["D"]["anyOf"] == [FLAT_OBJECT, {"type": "integer"}]
 
 
+def test_small_integer_ranges_become_enums() -> None:
+    assert bounded({"type": "integer", "minimum": 1, "maximum": 3, "description": "d"}, False) == {
+        "description": "d",
+        "enum": [1, 2, 3],
+    }
+    assert bounded({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 2.5}, False) == {
+        "enum": [1, 2]
+    }
+    wide = {"type": "integer", "minimum": 0, "maximum": 10**6}
+    assert (
+        bounded(wide, False) == wide
+        and bounded({"type": "integer", "minimum": 0}, False)["type"] == "integer"
+    )
+
+
 def test_literal_escapes_regex_syntax() -> None:
     text = '<tool_call>\n{"a": [1.5]} (x|y)* $^ & ~ - #\t'
     assert re.fullmatch(literal(text), text)

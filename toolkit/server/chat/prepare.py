@@ -120,10 +120,10 @@ def prepare(
     params.bad_words_ids = engine_checks(engine, r, params)
     guides: list[GuidedRow | None] = [None] * n
     if tools is not None and tools.choice != "auto" and r.tools:
-        index = call_constraint(
+        first, then = call_constraint(
             call_form(template), r.tools, tools, r.parallel_tool_calls is not False, engine.compiler
         )
-        guides = [engine.compiler.row(index) for _ in range(n)]
+        guides = [engine.compiler.row(first, then) for _ in range(n)]
     elif structured is not None:
         kind, value, whitespace = structured
         try:

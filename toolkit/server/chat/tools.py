@@ -11,6 +11,7 @@ built-in template, ``<tool_call>\\n{...}\\n</tool_call>`` ones for Qwen's.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -167,9 +168,11 @@ def call_form(template: str) -> CallForm:
 
 
 def bounded(schema: Any, top: bool = True) -> Any:
-    """``schema`` with every unrestricted part bounded: an object without ``properties`` becomes a
-    flat object of scalars, an array without ``items`` an array of scalars, a schema-less value a
-    scalar (at the top, a flat object: arguments are an object)."""
+    """``schema`` as outlines-core can enforce it in reasonable time: an object without
+    ``properties`` becomes a flat object of scalars, an array without ``items`` an array of scalars,
+    a schema-less value a scalar (at the top, a flat object: arguments are an object), and an integer
+    range of at most :data:`MAX_INTEGER_RANGE` values an ``enum`` (outlines-core ignores ``minimum``
+    and ``maximum``)."""
     if isinstance(schema, list):
         return [bounded(s, False) for s in schema]
     if not isinstance(schema, dict):
@@ -179,6 +182,10 @@ def bounded(schema: Any, top: bool = True) -> Any:
         return FLAT_OBJECT if top else SCALAR
     if kind == "object" and "properties" not in schema and schema.get("additionalProperties", True) is True:
         return {**schema, **FLAT_OBJECT}
+    if kind == "integer" and "enum" not in schema:
+        span = _integer_range(schema)
+        if span is not None:
+            return {**{k: v for k, v in schema.items() if k not in _RANGE_KEYS}, "enum": span}
     out = dict(schema)
     if kind == "array" and "items" not in schema and "prefixItems" not in schema:
         out["items"] = SCALAR
@@ -189,6 +196,23 @@ def bounded(schema: Any, top: bool = True) -> Any:
         if isinstance(out.get(key), dict):
             out[key] = {name: bounded(sub, False) for name, sub in out[key].items()}
     return out
+
+
+MAX_INTEGER_RANGE = 1000
+_RANGE_KEYS = ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _integer_range(schema: dict[str, Any]) -> list[int] | None:
+    """The values of a bounded integer schema's range, if it has at most ``MAX_INTEGER_RANGE``."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if isinstance(schema.get("exclusiveMinimum"), int | float):
+        low = math.floor(schema["exclusiveMinimum"]) + 1
+    if isinstance(schema.get("exclusiveMaximum"), int | float):
+        high = math.ceil(schema["exclusiveMaximum"]) - 1
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return None
+    first, last = math.ceil(low), math.floor(high)
+    return list(range(first, last + 1)) if 0 < last - first + 1 <= MAX_INTEGER_RANGE else None
 
 
 _META = set("\\.+*?()|[]{}^$#&-~")
@@ -207,9 +231,10 @@ def call_constraint(
     use: ToolUse,
     parallel: bool,
     compiler: Compiler,
-) -> Index:
+) -> tuple[Index, Index | None]:
     """The compiled constraint of a ``required`` (one or more calls; one unless ``parallel``) or
-    named (one call) choice; a 400 naming the tools whose schema does not compile."""
+    named (one call) choice, as ``(one call, what may follow a call)``; a 400 naming the tools whose
+    schema does not compile."""
     chosen = [t for t in tools if use.name is None or t.function.name == use.name]
     options = []
     for tool in chosen:
@@ -220,9 +245,9 @@ def call_constraint(
             raise _not_compiled([tool], exc) from None
         options.append(literal(form.head(tool.function.name)) + f"({arguments})")
     one = literal(form.open) + "(" + "|".join(options) + ")" + literal("}" + form.close)
-    regex = f"{one}({literal(form.separator)}{one})*" if parallel and use.name is None else one
     try:
-        return compiler.index(regex)
+        more = parallel and use.name is None
+        return compiler.index(one), compiler.index(literal(form.separator) + one) if more else None
     except CompileTimeout as exc:
         raise _not_compiled(chosen, exc) from None
     except ConstraintError as exc:

@@ -50,22 +50,36 @@ class CompileTimeout(ConstraintError):
 
 @dataclass
 class GuidedRow:
-    """One sequence's position in a compiled constraint."""
+    """One sequence's position in a compiled constraint; with ``then``, once the constraint is
+    matched the sequence may also go on with a match of ``then`` (and so on, any number of times).
+
+    ``then`` is how a repetition of multi-token units (``A(BA)*``) is written for outlines-core: its
+    index does not offer, in a state that is already a match, a token that leads to a state that is
+    not a match yet (``a(bc)*`` allows only EOS after ``a``)."""
 
     guide: Guide
     vocab_size: int
     eos_id: int
+    then: Index | None = None
 
     dead: bool = False  # a token outside the constraint was forced in (e.g. min_tokens held EOS back)
 
+    def _tokens(self) -> list[int]:
+        tokens: list[int] = list(self.guide.get_tokens())
+        if self.then is not None and self.guide.is_finished():
+            tokens += Guide(self.then).get_tokens()
+        return tokens
+
     def mask(self) -> Tensor:
         allowed = torch.zeros(self.vocab_size, dtype=torch.bool)
-        allowed[[self.eos_id] if self.dead else self.guide.get_tokens()] = True
+        allowed[[self.eos_id] if self.dead else self._tokens()] = True
         return allowed
 
     def advance(self, token_id: int) -> None:
         if token_id == self.eos_id or self.dead:
             return
+        if self.then is not None and self.guide.is_finished() and token_id not in self.guide.get_tokens():
+            self.guide = Guide(self.then)
         try:
             self.guide.advance(token_id)
         except (ValueError, RuntimeError):
@@ -113,8 +127,8 @@ class Compiler:
                 self._cache.popitem(last=False)
         return index
 
-    def row(self, index: Index) -> GuidedRow:
-        return GuidedRow(Guide(index), self.codec.vocab_size, self.eos_id)
+    def row(self, index: Index, then: Index | None = None) -> GuidedRow:
+        return GuidedRow(Guide(index), self.codec.vocab_size, self.eos_id, then)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -30,7 +30,7 @@ CHATML_TEMPLATE = (
     "{% elif arg['type'] is defined %}{{ arg['type'] | join('|') }}"
     "{% else %}any{% endif %}"
     "{% if not loop.last %}, {% endif %}{% endfor %})"
-    "{% if not loop.last %}\n{% endif %}{% endfor %}<|im_end|>\n{% endif %}"
+    "{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}"
     "{% if documents %}<|im_start|>system\n# Documents\n"
     "{% for d in documents %}{{ d.title | default('') }}: {{ d.text | default('') }}\n{% endfor %}"
     "<|im_end|>\n{% endif %}"
