@@ -17,12 +17,15 @@ from toolkit.server.chat.tools import (
     CallForm,
     ToolUse,
     bounded,
+    call_constraint,
     call_form,
     literal,
     template_messages,
 )
+from toolkit.server.engine.structured import CompileTimeout
 from toolkit.server.engine.tokenizer import CHATML_TEMPLATE
 from toolkit.server.errors import BadRequest
+from toolkit.types.chat import ChatTool
 
 ID = re.compile(r"chatcmpl-tool-[0-9a-f]{16}")
 
@@ -227,3 +230,25 @@ def test_finish_reason_follows_vllm() -> None:
     assert ToolUse("required").finish_reason("length", True) == "length"
     assert ToolUse("auto").finish_reason("stop", False) == "stop"
     assert ToolUse("function", "f").finish_reason("stop", True) == "stop"
+
+
+class SlowCompiler:
+    """A compiler that runs out of time on any regex mentioning ``slow``."""
+
+    def index(self, regex: str) -> str:
+        if "slow" in regex:
+            raise CompileTimeout("The structured output constraint took longer than 10s to compile.")
+        return regex
+
+
+def test_a_constraint_that_compiles_too_slowly_is_a_400_naming_the_tools() -> None:
+    tools = [
+        ChatTool.model_validate({"function": {"name": name, "parameters": {"type": "object"}}})
+        for name in ("fast", "slow")
+    ]
+    with pytest.raises(BadRequest) as caught:
+        call_constraint(DEFAULT_FORM, tools, ToolUse("required"), True, SlowCompiler())  # type: ignore[arg-type]
+    assert caught.value.param == "tools" and "tools `fast`, `slow`" in str(caught.value.detail)
+    assert "longer than 10s" in str(caught.value.detail)
+    first, then = call_constraint(DEFAULT_FORM, tools, ToolUse("function", "fast"), True, SlowCompiler())  # type: ignore[arg-type]
+    assert then is None and "fast" in first and "slow" not in first
