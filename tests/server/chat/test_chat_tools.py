@@ -109,13 +109,20 @@ def test_a_named_choice_calls_that_function_and_stops(client: openai.OpenAI) -> 
     )  # type: ignore[index, union-attr]
 
 
-def test_the_sdk_stream_reassembles_the_same_calls(client: openai.OpenAI) -> None:
+@pytest.mark.parametrize(
+    ("tool_choice", "finish_reason"),
+    [("required", "tool_calls"), ({"type": "function", "function": {"name": "get_weather"}}, "stop")],
+)
+def test_the_sdk_stream_reassembles_the_same_calls(
+    client: openai.OpenAI, tool_choice: Any, finish_reason: str
+) -> None:
     kwargs: dict[str, Any] = {"model": BUILTIN_NAME, "messages": USER, "tools": TOOLS, "max_tokens": 400}
-    kwargs |= {"tool_choice": "required", "n": 3, "seed": 5, "logit_bias": SHORT_STRINGS}
+    kwargs |= {"tool_choice": tool_choice, "n": 3, "seed": 5, "logit_bias": SHORT_STRINGS}
     whole = client.chat.completions.create(**kwargs)
     with client.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as stream:
         streamed = stream.get_final_completion()
     assert [c.finish_reason for c in streamed.choices] == [c.finish_reason for c in whole.choices]
+    assert {c.finish_reason for c in whole.choices} == {finish_reason}
     assert [calls(streamed, i) for i in range(3)] == [calls(whole, i) for i in range(3)]  # type: ignore[arg-type]
     assert all(c.message.content in ("", None) for c in streamed.choices)
     assert streamed.usage is not None and whole.usage is not None
