@@ -98,6 +98,14 @@ CALLS = [
 ]
 
 
+def test_a_malformed_block_goes_out_only_if_its_name_was_sent_before_it_ended() -> None:
+    text = 'ok <tool_call>{"name": "f", "arguments": {"a": 1 oops}}</tool_call>'
+    assert parse_tool_calls(text) == (text, [])
+    assert stream(text, len(text)) == (text, [])  # seen whole: text, as in the whole response
+    content, [call] = stream(text, 1)  # its name streamed before the block ended
+    assert content == "ok " and (call["name"], call["arguments"]) == ("f", '{"a": 1')
+
+
 @pytest.mark.parametrize("text", CALLS)
 @pytest.mark.parametrize("size", [1, 2, 5, 1000])
 def test_a_stream_reassembles_the_whole_reading(text: str, size: int) -> None:

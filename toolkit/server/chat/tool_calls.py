@@ -184,12 +184,12 @@ class ToolCallStream:
             call = self.current
             end = self.text.find(CLOSE, self.scan)
             call.text = self.text[self.scan : end if end >= 0 else len(self.text)]
-            self._advance(call, out)
-            if end < 0:
-                if final:
-                    self._complete(call, out)
+            if end < 0 and not final:
+                self._advance(call, out)
                 break
-            self._complete(call, out)
+            self._complete(call, out)  # a block seen whole goes out only if it is a valid call
+            if end < 0:
+                break
             self.current = None
             self.scan = end + len(CLOSE)
         return [out[i] for i in sorted(out)]
