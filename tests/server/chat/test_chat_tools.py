@@ -339,3 +339,21 @@ def test_bad_tool_requests_answer_400_in_vllms_shape(
         error = r.json()["error"]
         assert error["param"] == expected["param"] and expected["contains"] in error["message"]
     assert http.get("/v1/usage").json()["data"] == before  # nothing recorded
+
+
+def test_the_toolkit_client_reads_tool_calls_whole_and_streamed(server: LocalServer) -> None:
+    kwargs: dict[str, Any] = {"messages": USER, "tools": TOOLS, "tool_choice": "required", "seed": 8}
+    kwargs |= {"max_tokens": 400, "logit_bias": SHORT_STRINGS, "logprobs": True, "return_token_ids": True}
+    client = server.client()
+    whole = client.chat.completions.create(**kwargs)
+    choice = whole.trainable_choice(0)  # what a trajectory carries: the calls and their tokens
+    assert choice.message.tool_calls and choice.token_ids and choice.logprobs is not None
+    assert choice.finish_reason == "tool_calls"
+    arguments: dict[int, str] = {}
+    for chunk in client.chat.completions.create(**kwargs, stream=True):
+        for c in chunk.choices:
+            for delta in c.delta.tool_calls or []:
+                fragment = delta.function.arguments if delta.function else None
+                arguments[delta.index] = arguments.get(delta.index, "") + (fragment or "")
+    expected = [c.function.arguments for c in choice.message.tool_calls]
+    assert [arguments[i] for i in sorted(arguments)] == expected
