@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from .common import WireModel
-from .training import Choice, ChoiceLogprobs, ChoiceMessage, ToolCall
+from .training import Choice, ChoiceLogprobs, ChoiceMessage, ToolCall, ToolFunction
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -49,6 +49,27 @@ class LogitsProcessorConstructor(WireModel):
     kwargs_: dict[str, Any] | None = Field(default=None, alias="kwargs")
 
 
+class ChatTool(WireModel):
+    """A function the model may call: ``parameters`` is a JSON Schema (omitted: no parameters)."""
+
+    type: Literal["function"] = "function"
+    function: ToolFunction
+
+
+class NamedFunction(WireModel):
+    name: str
+
+
+class NamedToolChoice(WireModel):
+    """``tool_choice`` naming the function the model must call."""
+
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
 class ChatCompletionRequest(WireModel):
     """Every field of interface.md part 2. Unknown top-level fields are accepted and ignored."""
 
@@ -69,8 +90,8 @@ class ChatCompletionRequest(WireModel):
     stream_options: StreamOptions | None = None
     temperature: float | None = None
     top_p: float | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: ToolChoice | None = None  # default: "auto" with tools, else "none"
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     include_reasoning: bool = True
     parallel_tool_calls: bool | None = True
@@ -186,11 +207,26 @@ class ChatCompletion(WireModel):
         )
 
 
+class DeltaFunctionCall(WireModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(WireModel):
+    """A piece of a streamed tool call: the first piece of call ``index`` carries ``id``, ``type``
+    and ``function.name``; later pieces carry ``function.arguments`` fragments to append."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunctionCall | None = None
+
+
 class DeltaMessage(WireModel):
     role: str | None = None
     content: str | None = None
     reasoning: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
 
 class ChunkChoice(WireModel):

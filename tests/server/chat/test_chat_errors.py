@@ -158,10 +158,6 @@ CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ),
     ({"tool_choice": "none", "tools": None}, None),
     (
-        {"tool_choice": "auto", "tools": [{"type": "function", "function": {"name": "f"}}]},
-        bad('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'),
-    ),
-    (
         {"tool_choice": "required"},
         bad("When using `tool_choice`, `tools` must be set. (parameter=tool_choice)", "tool_choice"),
     ),

@@ -1,8 +1,8 @@
 """vLLM's request checks, in its order and with its messages (chat-completions.md part 1).
 
-:func:`parse_request` runs the raw-body checks, then field validation; :func:`check_tool_choice`
-answers what a server without a tool-call parser answers; :func:`engine_checks` are the checks vLLM
-makes inside its engine (:class:`~.errors.EngineRejected`: an error event once a stream began).
+:func:`parse_request` runs the raw-body checks, then field validation; :func:`engine_checks` are the
+checks vLLM makes inside its engine (:class:`~.errors.EngineRejected`: an error event once a stream
+began).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _check_raw(b: dict[str, Any]) -> None:
                 "You can only use one kind of constraints for structured outputs "
                 "('json', 'regex' or 'choice')."
             )
-        if kinds and isinstance(b.get("tool_choice"), dict):
-            raise invalid("You can only either use constraints for structured outputs or tools, not both.")
+    if _constrained(b) and (isinstance(b.get("tool_choice"), dict) or b.get("tool_choice") == "required"):
+        raise invalid("You can only either use constraints for structured outputs or tools, not both.")
     _check_logprobs(b)
     if b.get("stream_options") and not b.get("stream"):
         raise invalid("Stream options can only be defined when `stream=True`.", "stream_options")
@@ -71,6 +71,18 @@ def _check_raw(b: dict[str, Any]) -> None:
                 "'@', '/', '\\\\', or NUL.",
                 "cache_salt",
             )
+
+
+def _constrained(b: dict[str, Any]) -> bool:
+    """Whether the body asks for a structured output (``structured_outputs`` or a ``response_format``
+    other than text): it cannot be combined with a ``required`` or named tool choice."""
+    so, rf = b.get("structured_outputs"), b.get("response_format")
+    if isinstance(so, dict) and any(v is not None and v is not False for k, v in so.items() if k in _KINDS):
+        return True
+    return isinstance(rf, dict) and rf.get("type") not in (None, "text")
+
+
+_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 
 
 def _check_tools(b: dict[str, Any]) -> None:
@@ -134,21 +146,6 @@ def _check_logprobs(b: dict[str, Any]) -> None:
             raise invalid("`top_logprobs` must be a positive value or -1.", "top_logprobs", top)
         if (top > 0 or top == -1) and not b.get("logprobs"):
             raise invalid("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
-
-
-def check_tool_choice(r: ChatCompletionRequest) -> None:
-    """``auto``, ``required`` and named choices: vLLM's 400 for a server without a tool-call parser."""
-    choice = r.tool_choice
-    if choice is None or choice == "none":
-        return
-    if choice == "auto":
-        raise invalid(
-            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-        )
-    if choice == "required":
-        raise invalid('tool_choice="required" requires --tool-call-parser to be set')
-    name = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else choice
-    raise invalid(f'tool_choice=function "{name}" requires --tool-call-parser to be set')
 
 
 def engine_checks(engine: Engine, r: ChatCompletionRequest, params: SamplingParams) -> list[list[int]]:

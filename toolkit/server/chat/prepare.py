@@ -17,11 +17,20 @@ from ..engine.structured import ConstraintError, GuidedRow, regex_for
 from ..engine.template import TemplateError, render_chat
 from ..store.usage import ChatUsage
 from ..store.users import User
-from .checks import check_tool_choice, engine_checks, parse_request
+from .checks import engine_checks, parse_request
 from .context import ChatContext
 from .errors import EngineRejected, invalid
 from .model_names import resolve_model
 from .sampling_options import constraint, logits_processors, sampling_params
+from .tools import (
+    ToolUse,
+    call_constraint,
+    call_form,
+    check_template_renders_tools,
+    template_messages,
+    template_tools,
+    tool_use,
+)
 
 
 @dataclass
@@ -38,6 +47,7 @@ class Prepared:
     fingerprint: str
     user: User
     project: str  # the team/project its usage is recorded under
+    tools: ToolUse | None  # how tool calls are read from the output; None: not at all
 
 
 def prepare(
@@ -54,13 +64,17 @@ def prepare(
     weights = resolve_model(chat, user, r.model, project)
     if r.priority != 0 and not engine.priority_scheduling:
         raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
-    check_tool_choice(r)
+    tools = tool_use(r)
+    if tools is not None and tools.choice != "auto" and r.use_beam_search:
+        raise invalid("Beam search cannot be constrained to tool calls.", "tool_choice")
     if r.mm_processor_kwargs:
         raise invalid(
             "Per-request mm_processor_kwargs are disabled by default: the served model takes text only.",
             "mm_processor_kwargs",
         )
-    prompt = engine.codec.encode(_render(chat, r), add_special_tokens=r.add_special_tokens)
+    name = r.model or engine.spec.name
+    template, rendered = _render(chat, r, name, tools)
+    prompt = engine.codec.encode(rendered, add_special_tokens=r.add_special_tokens)
     max_len = engine.spec.max_model_len
     if r.truncate_prompt_tokens is not None:
         if r.truncate_prompt_tokens > max_len:
@@ -105,7 +119,12 @@ def prepare(
         params.logprobs = r.top_logprobs or 0
     params.bad_words_ids = engine_checks(engine, r, params)
     guides: list[GuidedRow | None] = [None] * n
-    if structured is not None:
+    if tools is not None and tools.choice != "auto" and r.tools:
+        first, then = call_constraint(
+            call_form(template), r.tools, tools, r.parallel_tool_calls is not False, engine.compiler
+        )
+        guides = [engine.compiler.row(first, then) for _ in range(n)]
+    elif structured is not None:
         kind, value, whitespace = structured
         try:
             index = engine.compiler.index(regex_for(kind, value, whitespace))
@@ -139,7 +158,6 @@ def prepare(
         prompt_logprobs=prompt_logprobs,
         beam=BeamParams(n, r.length_penalty) if r.use_beam_search else None,
     )
-    name = r.model or engine.spec.name
     return Prepared(
         req=r,
         job=job,
@@ -151,11 +169,15 @@ def prepare(
         fingerprint=f"toolkit-{__version__}-{hashlib.sha256(engine.spec.name.encode()).hexdigest()[:8]}",
         user=user,
         project=ChatUsage.project_of(user, project),
+        tools=tools,
     )
 
 
-def _render(chat: ChatContext, r: ChatCompletionRequest) -> str:
-    """The prompt text: the served model's chat template (or a trusted request's own), in the sandbox."""
+def _render(
+    chat: ChatContext, r: ChatCompletionRequest, model: str, tools: ToolUse | None
+) -> tuple[str, str]:
+    """``(template, prompt)``: the served model's chat template (or a trusted request's own) and the
+    prompt it renders in the sandbox. When calls are to be read, the template must show the tools."""
     engine: Engine = chat.engine
     kwargs = dict(r.chat_template_kwargs or {})
     requested = r.chat_template or kwargs.pop("chat_template", None)
@@ -168,15 +190,24 @@ def _render(chat: ChatContext, r: ChatCompletionRequest) -> str:
         kwargs.pop(reserved, None)
     if r.reasoning_effort is not None:
         kwargs.setdefault("reasoning_effort", r.reasoning_effort)
-    try:
+    template = requested or engine.spec.chat_template
+    messages = template_messages(r.messages)
+
+    def render(with_tools: bool) -> str:
         return render_chat(
-            requested or engine.spec.chat_template,
-            r.messages,
+            template,
+            messages,
             add_generation_prompt=r.add_generation_prompt,
             continue_final_message=r.continue_final_message,
-            tools=r.tools,
+            tools=template_tools(r) if with_tools else None,
             documents=r.documents,
             **kwargs,
         )
+
+    try:
+        prompt = render(True)
+        if tools is not None:
+            check_template_renders_tools(prompt, render(False), model)
     except (TemplateError, TypeError, ValueError) as exc:
         raise invalid(str(exc)) from None
+    return template, prompt

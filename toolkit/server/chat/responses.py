@@ -14,6 +14,7 @@ from .context import ChatContext
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
+from .tool_calls import parse_tool_calls
 from .usage import record_usage, usage_of
 
 
@@ -42,12 +43,20 @@ async def create_chat_completion(
             if f.logprobs is not None
             else None
         )
+        message = AssistantMessage(role=prep.role, content=(prep.echo or "") + f.text)
+        finish_reason = f.finish_reason
+        if prep.tools is not None:
+            content, calls = parse_tool_calls(f.text)
+            if calls:
+                message.content = (prep.echo or "") + (content or "") or None
+                message.tool_calls = calls
+            finish_reason = prep.tools.finish_reason(f.finish_reason, bool(calls))
         choices.append(
             ChatCompletionChoice(
                 index=index,
-                message=AssistantMessage(role=prep.role, content=(prep.echo or "") + f.text),
+                message=message,
                 logprobs=logprobs,
-                finish_reason=f.finish_reason,
+                finish_reason=finish_reason,
                 stop_reason=f.stop_reason,
                 token_ids=f.token_ids if r.return_token_ids else None,
             )

@@ -1,5 +1,9 @@
 """A chat completion as chunks (``stream: true``), in vLLM's sequence: a role chunk per choice (and
-the echoed text), content chunks, each choice's final chunk, and the usage chunk if asked for."""
+the echoed text), content chunks, each choice's final chunk, and the usage chunk if asked for.
+
+When tool calls are read, each chunk's text goes through the choice's :class:`~.tool_calls.ToolCallStream`:
+its delta holds the content and tool-call pieces that text completes (``{}`` when it completes
+none), and still carries the logprobs and token ids of every token."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from .context import ChatContext
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
+from .tool_calls import ToolCallStream, parse_tool_calls
 from .usage import record_usage, usage_of
 
 
@@ -34,6 +39,7 @@ async def stream_chat_completion(
     with_ids = bool(r.return_token_ids)
     counts = [0] * len(prep.job.params)
     seen: list[list[int]] = [[] for _ in prep.job.params]
+    parsers = [ToolCallStream() for _ in prep.job.params] if prep.tools is not None else None
 
     def chunk(choice: ChunkChoice, **extra: Any) -> ChatCompletionChunk:
         if continuous:
@@ -52,6 +58,13 @@ async def stream_chat_completion(
             **extra,
         )
 
+    def message(delta: Delta, final: bool) -> DeltaMessage:
+        if parsers is None:
+            return DeltaMessage(content=delta.text)
+        text, calls = parsers[delta.index].push(delta.text, final)
+        pieces: dict[str, Any] = {"content": text} if text else {}
+        return DeltaMessage(**pieces, tool_calls=calls) if calls else DeltaMessage(**pieces)
+
     def content(delta: Delta, **final: Any) -> ChatCompletionChunk:
         counts[delta.index] += len(delta.token_ids)
         logprobs = None
@@ -60,7 +73,7 @@ async def stream_chat_completion(
         seen[delta.index].extend(delta.token_ids)
         choice = ChunkChoice(
             index=delta.index,
-            delta=DeltaMessage(content=delta.text),
+            delta=message(delta, bool(final)),
             logprobs=logprobs,
             finish_reason=final.pop("finish_reason", None),
             **final,
@@ -98,7 +111,10 @@ async def stream_chat_completion(
             yield content(event)
         elif isinstance(event, Finished):
             tail = event.tail or Delta(event.index, [], "", [])
-            yield content(tail, finish_reason=event.finish_reason, stop_reason=event.stop_reason)
+            reason = event.finish_reason
+            if prep.tools is not None:
+                reason = prep.tools.finish_reason(reason, bool(parse_tool_calls(event.text)[1]))
+            yield content(tail, finish_reason=reason, stop_reason=event.stop_reason)
     completion = sum(counts)
     await asyncio.to_thread(record_usage, chat, prep, len(prompt), completion, cached)
     if include_usage:

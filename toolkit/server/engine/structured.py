@@ -44,24 +44,42 @@ class ConstraintError(ValueError):
     """The constraint is invalid, unsupported or too slow to compile (a 400)."""
 
 
+class CompileTimeout(ConstraintError):
+    """The constraint took longer than the time limit to compile."""
+
+
 @dataclass
 class GuidedRow:
-    """One sequence's position in a compiled constraint."""
+    """One sequence's position in a compiled constraint; with ``then``, once the constraint is
+    matched the sequence may also go on with a match of ``then`` (and so on, any number of times).
+
+    ``then`` is how a repetition of multi-token units (``A(BA)*``) is written for outlines-core: its
+    index does not offer, in a state that is already a match, a token that leads to a state that is
+    not a match yet (``a(bc)*`` allows only EOS after ``a``)."""
 
     guide: Guide
     vocab_size: int
     eos_id: int
+    then: Index | None = None
 
     dead: bool = False  # a token outside the constraint was forced in (e.g. min_tokens held EOS back)
 
+    def _tokens(self) -> list[int]:
+        tokens: list[int] = list(self.guide.get_tokens())
+        if self.then is not None and self.guide.is_finished():
+            tokens += Guide(self.then).get_tokens()
+        return tokens
+
     def mask(self) -> Tensor:
         allowed = torch.zeros(self.vocab_size, dtype=torch.bool)
-        allowed[[self.eos_id] if self.dead else self.guide.get_tokens()] = True
+        allowed[[self.eos_id] if self.dead else self._tokens()] = True
         return allowed
 
     def advance(self, token_id: int) -> None:
         if token_id == self.eos_id or self.dead:
             return
+        if self.then is not None and self.guide.is_finished() and token_id not in self.guide.get_tokens():
+            self.guide = Guide(self.then)
         try:
             self.guide.advance(token_id)
         except (ValueError, RuntimeError):
@@ -79,8 +97,14 @@ class Compiler:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolkit-grammar")
 
     def _vocabulary(self) -> Vocabulary:
+        """The ordinary tokens, and added ones that are not special (Qwen's ``<tool_call>``): a
+        constraint may produce every token the model writes as text."""
         if self._vocab is None:
-            self._vocab = Vocabulary(self.eos_id, self.codec.token_bytes)
+            tokens = {raw: list(ids) for raw, ids in self.codec.token_bytes.items()}
+            for token_id, token in self.codec.tok.get_added_tokens_decoder().items():
+                if not token.special:
+                    tokens.setdefault(token.content.encode(), []).append(token_id)
+            self._vocab = Vocabulary(self.eos_id, tokens)
         return self._vocab
 
     def index(self, regex: str, timeout: float = COMPILE_TIMEOUT_S) -> Index:
@@ -92,7 +116,7 @@ class Compiler:
         try:
             index = future.result(timeout=timeout)
         except FutureTimeout:
-            raise ConstraintError(
+            raise CompileTimeout(
                 f"The structured output constraint took longer than {timeout:g}s to compile."
             ) from None
         except (ValueError, RuntimeError) as exc:
@@ -103,8 +127,8 @@ class Compiler:
                 self._cache.popitem(last=False)
         return index
 
-    def row(self, index: Index) -> GuidedRow:
-        return GuidedRow(Guide(index), self.codec.vocab_size, self.eos_id)
+    def row(self, index: Index, then: Index | None = None) -> GuidedRow:
+        return GuidedRow(Guide(index), self.codec.vocab_size, self.eos_id, then)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -92,7 +92,8 @@ async def create(
 
 
 class _Aggregate:
-    """The chat completion a stream adds up to (text, finish reason per choice), for the call's output."""
+    """The chat completion a stream adds up to (text, tool calls, finish reason per choice), for the
+    call's output."""
 
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
@@ -113,12 +114,18 @@ class _Aggregate:
             )
             delta = choice.get("delta") or {}
             slot["message"]["content"] += delta.get("content") or ""
+            for piece in delta.get("tool_calls") or []:
+                _add_tool_call(slot["message"].setdefault("tool_calls", []), piece)
             if delta.get("role"):
                 slot["message"]["role"] = delta["role"]
             if choice.get("finish_reason"):
                 slot["finish_reason"] = choice["finish_reason"]
 
     def result(self) -> dict[str, Any]:
+        for choice in self.choices.values():
+            message = choice["message"]
+            if message.get("tool_calls") and not message["content"]:
+                message["content"] = None  # as in the whole response: no text besides the calls
         out = {
             **self.head,
             "object": "chat.completion",
@@ -127,6 +134,19 @@ class _Aggregate:
         if self.usage:
             out["usage"] = self.usage
         return out
+
+
+def _add_tool_call(calls: list[dict[str, Any]], piece: dict[str, Any]) -> None:
+    """Add a streamed tool-call delta to the calls it belongs to (by ``index``): the first delta of
+    a call brings ``id``, ``type`` and the name, later ones ``arguments`` fragments to append."""
+    index = piece.get("index", 0)
+    while len(calls) <= index:
+        calls.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+    call, function = calls[index], piece.get("function") or {}
+    if piece.get("id"):
+        call["id"] = piece["id"]
+    call["function"]["name"] += function.get("name") or ""
+    call["function"]["arguments"] += function.get("arguments") or ""
 
 
 async def stream(
