@@ -169,9 +169,9 @@ def tool(
             fields[param.name] = (hints[param.name], Field(default, description=docs.get(param.name)))
         model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         raw = model.model_json_schema()
-        parameters = _clean(raw, raw.get("$defs", {}))
-        parameters.setdefault("properties", {})
-        parameters.pop("additionalProperties", None)  # extra keys are refused anyway; keep prompts short
+        schema = _clean(raw, raw.get("$defs", {}))
+        schema.pop("additionalProperties", None)  # extra keys are refused anyway; keep prompts short
+        parameters = {"type": "object", "properties": {}, **schema}
         return FunctionTool(f, tool_name, description or summary, parameters, model)
 
     return make(fn) if fn is not None else make
