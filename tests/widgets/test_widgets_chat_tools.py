@@ -148,7 +148,7 @@ def test_tool_html_is_collapsed_json() -> None:
         {"role": "tool", "tool_call_id": "1", "content": "417"},
     ]
     shown = "".join(message_html(m) for m in messages)
-    assert "<i>user</i>: code abc" in shown and "<i>assistant</i>" not in shown  # a calls-only turn
+    assert "user: code abc" in shown and "assistant:" not in shown  # a calls-only turn
     assert shown.count('class="tool-call"') == 1 and shown.count('class="tool-result"') == 1
     compare = ChatCompare(None, messages=messages, tools=[get])  # type: ignore[arg-type]
     compare.run_settings = {"models": [], "messages": messages, "params": compare.params()}

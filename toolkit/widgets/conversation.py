@@ -58,8 +58,9 @@ def message_html(message: Mapping[str, Any]) -> str:
     if role == "tool":
         return tool_result_html(_text(message.get("content")), message.get("name"))
     text = _text(message.get("content"))
+    shown = text or role != "assistant"  # an assistant turn of calls only shows just the calls
     head = (
-        f"<div><i>{html.escape(role)}</i>: {html.escape(text)}</div>" if text or role != "assistant" else ""
+        f'<div style="white-space:pre-wrap">{html.escape(role)}: {html.escape(text)}</div>' if shown else ""
     )
     calls = "".join(
         tool_call_html(str(fn.get("name")), _arguments(fn.get("arguments")))
