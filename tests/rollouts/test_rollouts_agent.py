@@ -126,6 +126,8 @@ def test_max_turns_ends_an_episode_that_keeps_calling() -> None:
     assert policy_version("wandb-artifact:///me/p/agent:step12") == 12 and policy_version("agent") is None
     with pytest.raises(ValueError, match="max_turns must be at least 1"):
         Agent(ScriptedChat(always_call), "m", Lookup, max_turns=0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="leave out n and stream"):
+        Agent(ScriptedChat(always_call), "m", Lookup, n=2)  # type: ignore[arg-type]
 
 
 class BrokenReset(Lookup):

@@ -116,6 +116,8 @@ class _AgentBase(Generic[S]):
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if sampling.get("n", 1) != 1 or sampling.get("stream"):
+            raise ValueError("an agent samples one answer per turn, not streamed: leave out n and stream")
         self.model = model
         self.environment = environment
         self.max_turns = max_turns
