@@ -45,6 +45,7 @@ from .types.training import Trajectory
 log = logging.getLogger("toolkit.tracing")
 F = TypeVar("F", bound=Callable[..., Any])
 COMPLETION_OP = "chat.completions.create"
+ROLLOUT_OP = "rollout"
 _current: ContextVar[Call | None] = ContextVar("toolkit_current_call", default=None)
 _tracer: Tracer | None = None
 
@@ -82,6 +83,7 @@ class Call:
     summary: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
     started_at: datetime = field(default_factory=_now)
+    adoptable: bool = False  # a rollout call that gather opened; the rollout inside it may take it over
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _child_done(self, child_summary: Mapping[str, Any]) -> None:
@@ -319,6 +321,30 @@ def call(
         return
     with tracer.call(op_name, inputs, attributes=attributes, display_name=display_name) as c:
         yield c
+
+
+@contextmanager
+def rollout_call(scenario: Any, *, attributes: Mapping[str, Any] | None = None) -> Iterator[Call | None]:
+    """The call of one rollout (``None`` with tracing off). :func:`~toolkit.rollouts.gather` opens one
+    around each rollout; a rollout that opens its own inside it (an agent's) takes that one over,
+    adding its ``attributes``, instead of nesting a second rollout call."""
+    current = _current.get()
+    if current is not None and current.adoptable:
+        current.adoptable = False
+        current.attributes.update(_jsonable(dict(attributes or {})))
+        yield current
+        return
+    with call(ROLLOUT_OP, inputs={"scenario": scenario}, attributes=attributes) as opened:
+        yield opened
+
+
+@contextmanager
+def gathered_rollout_call(scenario: Any) -> Iterator[Call | None]:
+    """The rollout call :func:`~toolkit.rollouts.gather` opens around one rollout function."""
+    with call(ROLLOUT_OP, inputs={"scenario": scenario}) as opened:
+        if opened is not None:
+            opened.adoptable = True
+        yield opened
 
 
 def record_outcome(call: Call | None, outcome: Any) -> None:

@@ -1,9 +1,14 @@
-"""TrajectoryBuilder: compose trajectories by hand, group them, and hand the groups to a job or ``/log``."""
+"""TrajectoryBuilder: compose trajectories by hand, group them, and hand the groups to a job or ``/log``.
+
+Multi-turn agent trajectories too: assistant turns with one or more tool calls, ``tool`` messages that
+answer them (by default the first call of the last assistant turn still without a result), and the
+trajectory's ``tools``.
+"""
 
 from __future__ import annotations
 
-import html
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -11,10 +16,11 @@ from traitlets import Int, List
 
 from .. import frames
 from ..client import Client
-from ..rollouts import missing_rl_data
-from ..types.training import LogResponse, Trajectory, TrajectoryGroup
+from ..rollouts import missing_rl_data, tool
+from ..types.training import LogResponse, Tool, Trajectory, TrajectoryGroup
 from ._base import ToolkitWidget
 from ._common import StatusLine, button, frame_html
+from .conversation import message_html
 from .launcher import JobLauncher
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -26,16 +32,24 @@ class TrajectoryBuilder(ToolkitWidget):
 
     Assistant turns are added as trainable choices (the model outputs of a trajectory); typed by hand
     they carry no logprobs or token ids, so the status line warns that an RL job cannot train on them
-    as they are (SFT and ``/log`` can). Nothing loads at start. State traits: ``draft`` (the messages
-    being composed) and ``num_trajectories`` (in all groups).
+    as they are (SFT and ``/log`` can). An assistant turn may call tools (:meth:`add_tool_call` adds
+    one more call to it); a ``tool`` message answers an open call. ``tools`` (Python functions or
+    wire tool dicts) become each trajectory's ``tools``. Nothing loads at start. State traits:
+    ``draft`` (the messages being composed) and ``num_trajectories`` (in all groups).
     """
 
     draft: List[Any] = List()
     num_trajectories = Int(0)
 
-    def __init__(self, client: Client | None = None, groups: list[TrajectoryGroup] | None = None) -> None:
+    def __init__(
+        self,
+        client: Client | None = None,
+        groups: list[TrajectoryGroup] | None = None,
+        tools: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
+    ) -> None:
         self.client = client
         self.groups: list[TrajectoryGroup] = list(groups or [])
+        self.tools = [Tool.model_validate(t) if isinstance(t, Mapping) else tool(t).spec for t in tools]
         self.role = w.Dropdown(options=ROLES, value="user", description="role")
         self.content = w.Textarea(placeholder="content", layout=w.Layout(width="100%"))
         self.tool_name = w.Text(placeholder="tool call name (assistant)", description="tool call")
@@ -58,7 +72,14 @@ class TrajectoryBuilder(ToolkitWidget):
         controls = [
             w.HBox([self.role, button("Add message", act("add message", self.add_message), icon="plus")]),
             self.content,
-            w.HBox([self.tool_name, self.tool_args, self.tool_call_id]),
+            w.HBox(
+                [
+                    self.tool_name,
+                    self.tool_args,
+                    button("Add tool call", act("add tool call", self.add_tool_call), icon="wrench"),
+                    self.tool_call_id,
+                ]
+            ),
             self.draft_view,
             w.HBox([self.reward, self.metrics]),
             w.HBox(
@@ -105,6 +126,32 @@ class TrajectoryBuilder(ToolkitWidget):
 
     # ------------------------------------------------------------------ logic
 
+    def _new_call(self, name: str, arguments: str | None) -> dict[str, Any]:
+        arguments = arguments or "{}"
+        try:
+            json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the arguments of {name} are not JSON ({exc.msg})") from None
+        number = sum(len(_message(d).get("tool_calls") or []) for d in self.draft) + 1
+        return {
+            "id": f"call_{number}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+
+    def open_calls(self) -> list[str]:
+        """Ids of the last assistant turn's tool calls that no ``tool`` message answers yet."""
+        answered: set[str] = set()
+        for item in reversed(self.draft):
+            message = _message(item)
+            if message.get("role") == "tool":
+                answered.add(message.get("tool_call_id") or "")
+            elif message.get("role") == "assistant":
+                return [c["id"] for c in message.get("tool_calls") or [] if c["id"] not in answered]
+            else:
+                return []
+        return []
+
     def add_message(
         self,
         role: str | None = None,
@@ -112,23 +159,27 @@ class TrajectoryBuilder(ToolkitWidget):
         tool_calls: list[dict[str, Any]] | None = None,
         tool_call_id: str | None = None,
     ) -> None:
-        """Append a message to the draft (arguments default to the form's fields)."""
+        """Append a message to the draft (arguments default to the form's fields). An assistant message
+        with the form's tool name calls that tool; a ``tool`` message answers ``tool_call_id``, by
+        default the first open call (:meth:`open_calls`)."""
         role = role or self.role.value
         content = self.content.value if content is None else content
-        if tool_calls is None and self.tool_name.value:
-            args = self.tool_args.value or "{}"
-            json.loads(args)
-            tool_calls = [
-                {
-                    "id": f"call_{len(self.draft)}",
-                    "function": {"name": self.tool_name.value, "arguments": args},
-                }
-            ]
-        tool_call_id = tool_call_id or self.tool_call_id.value or None
+        if tool_calls is None and self.tool_name.value and role == "assistant":
+            tool_calls = [self._new_call(self.tool_name.value, self.tool_args.value)]
         msg: dict[str, Any] = {"role": role, "content": content}
         if tool_calls:
             msg["tool_calls"] = tool_calls
-        if role == "tool" and tool_call_id:
+        if role == "tool":
+            open_calls = self.open_calls()
+            tool_call_id = tool_call_id or self.tool_call_id.value or (open_calls[0] if open_calls else None)
+            if tool_call_id is None:
+                raise ValueError(
+                    "a tool message answers a tool call of the last assistant turn; none is open"
+                )
+            if tool_call_id not in open_calls:
+                raise ValueError(
+                    f"no open tool call has the id {tool_call_id!r} (open: {', '.join(open_calls) or 'none'})"
+                )
             msg["tool_call_id"] = tool_call_id
         item = (
             {"message": msg, "finish_reason": "tool_calls" if tool_calls else "stop"}
@@ -138,6 +189,23 @@ class TrajectoryBuilder(ToolkitWidget):
         self.draft = [*self.draft, item]
         self.content.value = self.tool_name.value = self.tool_args.value = self.tool_call_id.value = ""
         self._render()
+
+    def add_tool_call(self, name: str | None = None, arguments: str | None = None) -> None:
+        """One more call in the last assistant turn of the draft (a new assistant turn if the draft
+        does not end with one); defaults to the form's tool name and arguments."""
+        name = name or self.tool_name.value
+        if not name:
+            raise ValueError("name the tool to call")
+        call = self._new_call(name, self.tool_args.value if arguments is None else arguments)
+        last = self.draft[-1] if self.draft else None
+        if last is not None and "message" in last:
+            message = last["message"]
+            updated = {**message, "tool_calls": [*(message.get("tool_calls") or []), call]}
+            self.draft = [*self.draft[:-1], {**last, "message": updated, "finish_reason": "tool_calls"}]
+            self.tool_name.value = self.tool_args.value = ""
+            self._render()
+        else:
+            self.add_message("assistant", self.content.value, tool_calls=[call])
 
     def add_trajectory(
         self, reward: float | None = None, metrics: dict[str, float] | None = None, group: int | None = None
@@ -149,6 +217,7 @@ class TrajectoryBuilder(ToolkitWidget):
                 "messages_and_choices": self.draft,
                 "reward": self.reward.value if reward is None else reward,
                 "metrics": metrics,
+                "tools": self.tools or None,
             }
         )
         index = self.group.value if group is None else group
@@ -238,7 +307,15 @@ class TrajectoryBuilder(ToolkitWidget):
     def _render(self) -> None:
         self.num_trajectories = sum(len(g.trajectories) for g in self.groups)
         self.group.max = len(self.groups)
-        lines = [f"{m['role']}: {m.get('content') or ''}" for m in (d.get("message", d) for d in self.draft)]
-        text = html.escape("\n".join(lines or ["(empty draft)"]))
-        self.draft_view.value = f"<pre style='margin:0'>{text}</pre>"
+        shown = "".join(
+            message_html({"role": "assistant", **_message(d)}) if "message" in d else message_html(d)
+            for d in self.draft
+        )
+        self.draft_view.value = shown or "<i>(empty draft)</i>"
         self.table.value = frame_html(frames.groups_frame(self.groups))
+
+
+def _message(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The message of a draft item (a choice's ``message``, or the message itself)."""
+    message: Mapping[str, Any] = item.get("message", item)
+    return message

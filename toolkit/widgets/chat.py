@@ -1,4 +1,9 @@
-"""ChatCompare: one conversation against several models or checkpoints side by side, streamed."""
+"""ChatCompare: one conversation against several models or checkpoints side by side, streamed.
+
+With ``tools`` it compares agents: each model's tool calls stream in as collapsed JSON; tools given as
+Python functions are run, their results shown (collapsed) and sent back, turn after turn, until the
+model answers without a call or ``max_turns`` is reached.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import html
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +23,12 @@ from traitlets import Bool, Dict
 from .. import _theme, frames
 from ..client import Client
 from ..plots import probability_color
+from ..rollouts import FunctionTool, tool, tool_content
 from ..types.chat import Usage
-from ..types.training import TokenLogprob
+from ..types.training import TokenLogprob, Tool
 from ._base import ToolkitWidget
 from ._common import JOIN_TIMEOUT_S, StatusLine, button, error_text
+from .conversation import message_html, tool_call_html, tool_result_html
 
 RENDER_EVERY_S = 0.1
 WIDE = {"description_width": "initial"}
@@ -62,18 +69,35 @@ def logprob_html(tokens: Sequence[TokenLogprob]) -> str:
 
 
 @dataclass
+class Step:
+    """A finished part of a sample before its last turn: text, a tool call or a tool result."""
+
+    kind: str  # "text" | "call" | "result"
+    text: str
+    name: str | None = None
+    call_id: str | None = None
+
+
+@dataclass
 class Column:
-    """What one model answered: text and tokens per sample, usage, timing, error."""
+    """What one model answered: per sample the text and tokens of its last turn, the steps before it
+    (tool calls and results of earlier turns), the calls streaming in; usage, timing, error."""
 
     model: str
     texts: dict[int, str] = field(default_factory=dict)
     tokens: dict[int, list[TokenLogprob]] = field(default_factory=dict)
     finish: dict[int, str | None] = field(default_factory=dict)
+    steps: dict[int, list[Step]] = field(default_factory=dict)
+    calls: dict[int, dict[int, dict[str, str]]] = field(default_factory=dict)
     usage: Usage | None = None
     latency_s: float | None = None
     first_token_s: float | None = None
     error: str | None = None
     done: bool = False
+
+    def num_calls(self, sample: int) -> int:
+        """The tool calls sample ``sample`` made, in every turn."""
+        return sum(s.kind == "call" for s in self.steps.get(sample, [])) + len(self.calls.get(sample, {}))
 
 
 class ChatCompare(ToolkitWidget):
@@ -87,6 +111,11 @@ class ChatCompare(ToolkitWidget):
     ``running`` and ``run_settings`` (the models, messages and parameters of the last run). When a
     later cell calls :meth:`run` again, the output under the earlier cell keeps a static copy of what
     that cell ran and the live widget moves to the new cell.
+
+    ``tools`` (Python functions, :func:`~toolkit.rollouts.tool` objects, or wire tool dicts) are sent
+    with ``tool_choice``; the calls each model makes show collapsed beside the others'. Functions are
+    run and their results sent back for up to ``max_turns`` turns; a wire dict is only shown (the
+    sample stops at its call).
     """
 
     running = Bool(False)
@@ -103,9 +132,18 @@ class ChatCompare(ToolkitWidget):
         temperature: float = 0.7,
         n: int = 1,
         logprobs: bool = True,
+        tools: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
+        tool_choice: str | Mapping[str, Any] = "auto",
+        max_turns: int = 4,
     ) -> None:
         self.client = client
         self.messages = [dict(m) for m in messages] if messages else None
+        self.tool_specs = [Tool.model_validate(t) if isinstance(t, Mapping) else tool(t).spec for t in tools]
+        self.runnable: dict[str, FunctionTool] = {
+            made.name: made for made in (tool(t) for t in tools if not isinstance(t, Mapping))
+        }
+        self.tool_choice = tool_choice
+        self.max_turns = max_turns
         self.columns: dict[str, Column] = {}
         self._views: dict[str, w.HTML] = {}
         self._threads: list[threading.Thread] = []
@@ -125,9 +163,11 @@ class ChatCompare(ToolkitWidget):
         self.view.observe(lambda _: self.render(), "value")
         self.area = w.HBox(layout=w.Layout(width="100%", flex_flow="row wrap"))
         self.status_line = StatusLine()
+        names = ", ".join(t.function.name for t in self.tool_specs)
         super().__init__(
             [
                 w.HTML("<b>Models</b> (names or checkpoints <code>name:stepN</code>)"),
+                w.HTML(f"tools: <code>{html.escape(names)}</code>" if names else ""),
                 self.models,
                 self.system,
                 self.prompt,
@@ -159,6 +199,9 @@ class ChatCompare(ToolkitWidget):
         }
         if self.logprobs.value:
             params["logprobs"] = True
+        if self.tool_specs:
+            params["tools"] = [t.model_dump(mode="json", exclude_none=True) for t in self.tool_specs]
+            params["tool_choice"] = self.tool_choice
         return params
 
     def run(self, wait: bool = False) -> dict[str, Column]:
@@ -191,6 +234,8 @@ class ChatCompare(ToolkitWidget):
                         "sample": i,
                         "text": text,
                         "finish_reason": col.finish.get(i),
+                        "tool_calls": sum(s.kind == "call" for s in col.steps.get(i, []))
+                        + len(col.calls.get(i, {})),
                         "prompt_tokens": usage.prompt_tokens,
                         "completion_tokens": usage.completion_tokens,
                         "latency_s": col.latency_s,
@@ -200,6 +245,7 @@ class ChatCompare(ToolkitWidget):
                     }
                 )
         columns = {"model": frames.STR, "sample": frames.INT, "text": frames.STR, "finish_reason": frames.STR}
+        columns |= {"tool_calls": frames.INT}
         columns |= {"prompt_tokens": frames.INT, "completion_tokens": frames.INT, "latency_s": frames.FLOAT}
         columns |= {"first_token_s": frames.FLOAT, "mean_logprob": frames.FLOAT, "error": frames.STR}
         return frames.frame(rows, columns)
@@ -240,21 +286,16 @@ class ChatCompare(ToolkitWidget):
     def _stream(
         self, col: Column, messages: list[dict[str, Any]], params: dict[str, Any], halt: threading.Event
     ) -> None:
-        start = last = time.perf_counter()
+        start = time.perf_counter()
         try:
-            stream = self.client.chat.completions.create(
-                messages=messages, model=col.model, stream=True, **params
-            )
-            try:
-                for chunk in stream:
-                    if halt.is_set():
+            if not self.runnable:  # one request, n samples; tool calls are shown, not run
+                self._turn(col, messages, params, halt, start, sample=0)
+            for i in range(params["n"] if self.runnable else 0):  # each sample its own conversation
+                history = list(messages)
+                for _ in range(self.max_turns):
+                    self._turn(col, history, {**params, "n": 1}, halt, start, sample=i)
+                    if halt.is_set() or not self._next_turn(col, i, history):
                         break
-                    self._add(col, chunk, start)
-                    if time.perf_counter() - last > RENDER_EVERY_S:
-                        last = time.perf_counter()
-                        self.render()
-            finally:
-                getattr(stream, "close", lambda: None)()  # ends the HTTP response when halted
         except Exception as exc:
             col.error = error_text(exc)
         col.latency_s = time.perf_counter() - start
@@ -262,17 +303,77 @@ class ChatCompare(ToolkitWidget):
         self.render()
         self._finished()
 
+    def _turn(
+        self,
+        col: Column,
+        history: list[dict[str, Any]],
+        params: dict[str, Any],
+        halt: threading.Event,
+        start: float,
+        sample: int,
+    ) -> None:
+        """Stream one request into the column, its choice ``k`` as sample ``sample + k``."""
+        last = time.perf_counter()
+        stream = self.client.chat.completions.create(messages=history, model=col.model, stream=True, **params)
+        try:
+            for chunk in stream:
+                if halt.is_set():
+                    break
+                self._add(col, chunk, start, offset=sample)
+                if time.perf_counter() - last > RENDER_EVERY_S:
+                    last = time.perf_counter()
+                    self.render()
+        finally:
+            getattr(stream, "close", lambda: None)()  # ends the HTTP response when halted
+
+    def _next_turn(self, col: Column, sample: int, history: list[dict[str, Any]]) -> bool:
+        """After a turn of ``sample`` that called tools the widget can run: the turn and the tools'
+        results become steps and join ``history``; True when the conversation goes on."""
+        pending = col.calls.get(sample, {})
+        calls = [pending[k] for k in sorted(pending)]
+        if not calls or not all(c["name"] in self.runnable for c in calls):
+            return False
+        col.calls[sample] = {}
+        steps = col.steps.setdefault(sample, [])
+        text = col.texts.get(sample, "")
+        if text:
+            steps.append(Step("text", text))
+        steps += [Step("call", c["arguments"], c["name"], c["id"]) for c in calls]
+        col.texts[sample], col.tokens[sample] = "", []
+        wire_calls = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls
+        ]
+        history.append({"role": "assistant", "content": text or None, "tool_calls": wire_calls})
+        for c in calls:
+            result = self._call_tool(c["name"], c["arguments"])
+            steps.append(Step("result", result, c["name"], c["id"]))
+            history.append({"role": "tool", "tool_call_id": c["id"], "content": result})
+        self.render()
+        return True
+
+    def _call_tool(self, name: str, arguments: str) -> str:
+        fn = self.runnable[name]
+        try:
+            return tool_content(fn(**fn.parse(arguments)))
+        except Exception as exc:
+            return f"error: {type(exc).__name__}: {exc}"
+
     @staticmethod
-    def _add(col: Column, chunk: Any, start: float) -> None:
+    def _add(col: Column, chunk: Any, start: float, offset: int = 0) -> None:
         for choice in chunk.choices:
-            if col.first_token_s is None and choice.delta.content:
+            i = choice.index + offset
+            delta = choice.delta
+            if col.first_token_s is None and (delta.content or delta.tool_calls):
                 col.first_token_s = time.perf_counter() - start
-            col.texts[choice.index] = col.texts.get(choice.index, "") + (choice.delta.content or "")
+            col.texts[i] = col.texts.get(i, "") + (delta.content or "")
+            for call in delta.tool_calls or []:
+                _add_call_delta(col.calls.setdefault(i, {}), call)
             if choice.logprobs and choice.logprobs.content:
-                col.tokens.setdefault(choice.index, []).extend(choice.logprobs.content)
+                col.tokens.setdefault(i, []).extend(choice.logprobs.content)
             if choice.finish_reason:
-                col.finish[choice.index] = choice.finish_reason
-        col.usage = chunk.usage or col.usage
+                col.finish[i] = choice.finish_reason
+        col.usage = _add_usage(col.usage, chunk.usage)
 
     def _finished(self) -> None:
         with self._lock:
@@ -292,10 +393,28 @@ class ChatCompare(ToolkitWidget):
             return diff_html(base.texts.get(i, ""), text)
         return html.escape(text)
 
+    def _steps_html(self, col: Column, i: int) -> str:
+        parts = []
+        for step in col.steps.get(i, []):
+            if step.kind == "call":
+                parts.append(tool_call_html(step.name or "", step.text))
+            elif step.kind == "result":
+                parts.append(tool_result_html(step.text, step.name))
+            else:
+                parts.append(f"<div>{html.escape(step.text)}</div>")
+        return "".join(parts)
+
+    @staticmethod
+    def _calls_html(col: Column, i: int) -> str:
+        calls = col.calls.get(i, {})
+        return "".join(tool_call_html(calls[k]["name"], calls[k]["arguments"]) for k in sorted(calls))
+
     def _column_html(self, col: Column, base: Column | None) -> str:
-        samples = sorted(col.texts) or [0]
+        samples = sorted(set(col.texts) | set(col.steps) | set(col.calls)) or [0]
         body = "".join(
-            f'<div class="sample" style="{SAMPLE}">{self._sample_html(col, i, base)}</div>' for i in samples
+            f'<div class="sample" style="{SAMPLE}">{self._steps_html(col, i)}'
+            f"{self._sample_html(col, i, base)}{self._calls_html(col, i)}</div>"
+            for i in samples
         )
         facts = []
         if col.usage:
@@ -329,10 +448,7 @@ class ChatCompare(ToolkitWidget):
         """The last run as static HTML: its settings, prompt and columns."""
         cols = list(self.columns.values())
         base = cols[0] if cols else None
-        prompt = "".join(
-            f"<div><i>{html.escape(str(m.get('role')))}</i>: {html.escape(str(m.get('content')))}</div>"
-            for m in self.run_settings.get("messages", [])
-        )
+        prompt = "".join(message_html(m) for m in self.run_settings.get("messages", []))
         columns = "".join(
             f'<div style="{FROZEN_COLUMN}">{self._column_html(col, base)}</div>' for col in cols
         )
@@ -342,3 +458,25 @@ class ChatCompare(ToolkitWidget):
             f"<div>{html.escape(self.summary())}</div>{prompt}"
             f'<div style="display:flex;flex-wrap:wrap">{columns}</div></div>'
         )
+
+
+def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> None:
+    """Join a streamed tool-call delta into the calls of a sample, by ``index`` as OpenAI's SDK does:
+    the first delta of a call carries its id and name, later ones fragments of the arguments."""
+    d = delta if isinstance(delta, Mapping) else delta.model_dump()
+    function = d.get("function") or {}
+    call = calls.setdefault(d.get("index") or 0, {"id": "", "name": "", "arguments": ""})
+    call["id"] = d.get("id") or call["id"]
+    call["name"] += function.get("name") or ""
+    call["arguments"] += function.get("arguments") or ""
+
+
+def _add_usage(total: Usage | None, usage: Usage | None) -> Usage | None:
+    """Usage summed over the turns of a run (each streamed request reports its own)."""
+    if usage is None or total is None:
+        return usage or total
+    return Usage(
+        prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
+        completion_tokens=total.completion_tokens + usage.completion_tokens,
+        total_tokens=total.total_tokens + usage.total_tokens,
+    )

@@ -1,7 +1,12 @@
-"""TraceBrowser: filter a project's calls, page through them, open a trace's call tree, give feedback."""
+"""TraceBrowser: filter a project's calls, page through them, open a trace's call tree, give feedback.
+
+A trace whose root is an agent rollout (``toolkit.rollouts.Agent``) also shows as the agent's steps:
+each model call with the calls it made, each tool call with its arguments and result (collapsed).
+"""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -12,12 +17,65 @@ from traitlets import Int, Unicode
 
 from .. import _html, frames, plots
 from ..client import Client
+from ..client.traces import CallNode
 from ..types.traces import Call
 from ._base import ToolkitWidget
 from ._common import FigureBox, StatusLine, button, frame_html
+from .conversation import message_html, tool_call_html, tool_result_html
 
 STATUSES = ("any", "success", "error", "running", "descendant_error")
 SUMMARY_COLUMNS = ["name", "status", "started_at", "latency_ms", "total_tokens", "cost_usd"]
+STEP_COLUMNS = {"step": frames.INT, "kind": frames.STR, "name": frames.STR, "input": frames.STR}
+STEP_COLUMNS |= {"output": frames.STR, "status": frames.STR, "call_id": frames.STR}
+ROLLOUT_OP = "rollout"
+TOOL_PREFIX = "tool."
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def agent_steps(root: CallNode) -> list[dict[str, Any]]:
+    """The steps of an agent rollout, in order: ``model`` calls (input: the last message sent; output:
+    the answer, its tool calls as JSON) and ``tool`` calls (input: the arguments; output: the result).
+    Empty when ``root`` is not a rollout."""
+    if root.call.op_name != ROLLOUT_OP:
+        return []
+    rows = []
+    for step, node in enumerate(root.children):
+        call = node.call
+        status = "error" if call.exception else "success"
+        if call.op_name.startswith(TOOL_PREFIX):
+            kind, name = "tool", call.op_name.removeprefix(TOOL_PREFIX)
+            given, output = (
+                _json(call.inputs),
+                _json(call.output) if call.exception is None else call.exception,
+            )
+        else:
+            messages = (call.inputs or {}).get("messages") or [{}]
+            message = ((call.output or {}).get("choices") or [{}])[0].get("message") or {}
+            kind, name = "model", str((call.inputs or {}).get("model") or call.op_name)
+            given, output = _json(messages[-1]), _json(message)
+        rows.append(
+            {"step": step, "kind": kind, "name": name, "input": given, "output": output, "status": status}
+            | {"call_id": call.id}
+        )
+    return rows
+
+
+def steps_html(steps: pd.DataFrame) -> str:
+    """An agent's steps: model turns with their tool calls, tool calls with their results (collapsed)."""
+    parts = []
+    for row in steps.itertuples():
+        if row.kind == "tool":
+            parts.append(tool_call_html(str(row.name), str(row.input)) + tool_result_html(str(row.output)))
+        else:
+            try:
+                message = json.loads(str(row.output))
+            except json.JSONDecodeError:
+                message = {"content": row.output}
+            parts.append(message_html({**message, "role": f"model {row.name}"}))
+    return "".join(parts) or "<i>not an agent rollout</i>"
 
 
 def calls_query(
@@ -67,7 +125,8 @@ def summary_html(df: pd.DataFrame) -> str:
 class TraceBrowser(ToolkitWidget):
     """Calls of one project (``entity/project``): filter by op, status, time range and text (the
     service's query language), page through them, open a call to see its trace as a tree and its
-    inputs, output and summary, and send thumbs-up/down or a note as feedback.
+    inputs, output and summary, and send thumbs-up/down or a note as feedback. An agent rollout's
+    trace also lists its steps (:attr:`steps`: model turns and tool calls under the rollout).
 
     :meth:`start` (or the first display) runs the first search. The filters are controls (``op``,
     ``status_filter``, ``text``, ``since``, ``until``, ``roots_only``); state traits: ``project_id``,
@@ -87,6 +146,7 @@ class TraceBrowser(ToolkitWidget):
         self.calls: pd.DataFrame = frames.calls_frame([])
         self.call: Call | None = None
         self.trace: pd.DataFrame = frames.calls_frame([])
+        self.steps: pd.DataFrame = frames.frame([], STEP_COLUMNS)
         self.op = w.Text(placeholder="op name contains", description="op")
         self.status_filter = w.Dropdown(options=STATUSES, value="any", description="status")
         self.text = w.Text(placeholder="search inputs and output", description="text")
@@ -99,6 +159,7 @@ class TraceBrowser(ToolkitWidget):
         self.selection = w.Select(rows=8, layout=w.Layout(width="100%"))
         self.plot = FigureBox(plots.call_tree(self.trace))
         self.detail = w.HTML()
+        self.agent_view = w.HTML()
         self.note = w.Text(placeholder="note", description="note")
         self.status_line = StatusLine()
         self.selection.observe(self._selected, "value")
@@ -137,6 +198,7 @@ class TraceBrowser(ToolkitWidget):
                 ),
                 self.selection,
                 self.plot,
+                self.agent_view,
                 self.detail,
                 feedback,
                 self.status_line,
@@ -217,6 +279,8 @@ class TraceBrowser(ToolkitWidget):
         nodes = self.client.traces.call_tree(self.project_id, call.trace_id)
         self.trace = frames.calls_frame([c for root in nodes for _, c in root.walk()])
         self.plot.show(plots.call_tree(self.trace))
+        self.steps = frames.frame([row for root in nodes for row in agent_steps(root)], STEP_COLUMNS)
+        self.agent_view.value = "" if self.steps.empty else "<b>Agent steps</b>" + steps_html(self.steps)
         self.detail.value = _html.call_html(call)
         return call
 

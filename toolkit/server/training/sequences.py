@@ -1,14 +1,20 @@
 """Token sequences to train on: RL samples from trajectory groups, SFT samples from conversations.
 
 RL uses the engine's own token ids (``prompt_token_ids`` + ``token_ids``) and sampler logprobs of each
-trainable Choice, as ART does; several choices of one history share a sequence while each prompt
-extends the tokens before it. Conversations (SFT, and choices without token ids when
-``allow_training_without_logprobs``) are tokenized with the model's chat template, and only the
-assistant turns (their text and end-of-turn token) carry loss.
+trainable Choice, as ART does: a multi-turn trajectory trains every assistant turn (tool calls
+included) on the tokens it sampled. Several choices of one history share a sequence while each
+prompt extends the tokens before it (the system, user and tool messages and the template's
+scaffolding between them carry no loss); a turn whose prompt does not extend them (the template
+re-rendered an earlier turn differently from what was sampled, or drops earlier reasoning) starts a
+sequence of its own with its own prompt. Conversations (SFT, and choices without token ids when
+``allow_training_without_logprobs``) are tokenized with the model's chat template, tool-call
+arguments turned into objects as templates expect them, and only the assistant turns (their text,
+tool calls and end-of-turn token) carry loss.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Sequence
@@ -61,6 +67,30 @@ class Sample:
         )
 
 
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as chat templates take them: tool-call ``arguments`` sent as JSON strings (the wire
+    form) become objects, as vLLM does before templating (a string that is not JSON stays as it is)."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls:
+            message = {**message, "tool_calls": [_call_with_object_arguments(c) for c in calls]}
+        out.append(message)
+    return out
+
+
+def _call_with_object_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        return call
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return call
+    return {**call, "function": {**function, "arguments": parsed}}
+
+
 class ChatFormat:
     """The model's chat template and tokenizer, rendered and encoded exactly as the engine does."""
 
@@ -73,7 +103,7 @@ class ChatFormat:
     def render(self, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool) -> str:
         return render_chat(
             self.template,
-            messages,
+            template_messages(messages),
             add_generation_prompt=generation_prompt,
             continue_final_message=False,
             tools=tools,

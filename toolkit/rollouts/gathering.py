@@ -1,0 +1,156 @@
+"""Gather rollouts into trajectory groups.
+
+A rollout function takes one scenario and returns a scored :class:`Trajectory` (build it with
+:func:`~toolkit.rollouts.trajectory`, or let an :class:`~toolkit.rollouts.Agent` run a multi-turn
+episode). :func:`gather` runs it ``group_size`` times per scenario with bounded concurrency and a
+progress bar; an exception inside a rollout is recorded in its group (as ART does) instead of
+stopping the others. With tracing enabled (:func:`toolkit.tracing.enable`), each rollout is a call
+and its chat completions (and an agent's tool calls) are its children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import traceback
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from .. import tracing
+from .._progress import ProgressBar
+from ..types.training import PydanticException, Trajectory, TrajectoryGroup
+
+S = TypeVar("S")
+TrajectoryLike = Trajectory | Mapping[str, Any]
+Outcome = Trajectory | BaseException
+
+
+def exception_record(exc: BaseException) -> PydanticException:
+    """An exception as the wire records it: ``{"type": "<class 'ValueError'>", message, traceback}``."""
+    return PydanticException(
+        type=str(type(exc)),
+        message=str(exc),
+        traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    )
+
+
+def _groups(
+    outcomes: Sequence[Outcome], group_size: int, max_exceptions: int | float | None
+) -> list[TrajectoryGroup]:
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    limit = (
+        None
+        if max_exceptions is None
+        else max_exceptions * len(outcomes)
+        if isinstance(max_exceptions, float)
+        else max_exceptions
+    )
+    if limit is not None and len(errors) > limit:
+        raise RuntimeError(f"{len(errors)} of {len(outcomes)} rollouts failed") from errors[0]
+    groups = []
+    for start in range(0, len(outcomes), group_size):
+        members = outcomes[start : start + group_size]
+        groups.append(
+            TrajectoryGroup(
+                trajectories=[m for m in members if isinstance(m, Trajectory)],
+                exceptions=[exception_record(m) for m in members if isinstance(m, BaseException)],
+            )
+        )
+    return groups
+
+
+class _Bar:
+    def __init__(self, total: int, enabled: bool, desc: str) -> None:
+        self.bar = ProgressBar(total, desc, "rollout") if enabled else None
+        self.rewards: list[float] = []
+        self.errors = 0
+
+    def done(self, outcome: Outcome) -> None:
+        if self.bar is None:
+            return
+        if isinstance(outcome, Trajectory):
+            self.rewards.append(outcome.reward)
+        else:
+            self.errors += 1
+        mean = sum(self.rewards) / len(self.rewards) if self.rewards else float("nan")
+        self.bar.update(1, reward=f"{mean:.3f}", exceptions=self.errors)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _outcome(value: Any) -> Outcome:
+    return value if isinstance(value, Trajectory | BaseException) else Trajectory.model_validate(value)
+
+
+def gather(
+    scenarios: Iterable[S],
+    rollout: Callable[[S], TrajectoryLike],
+    *,
+    group_size: int = 1,
+    max_concurrency: int = 8,
+    max_exceptions: int | float | None = None,
+    progress: bool = True,
+    desc: str = "rollouts",
+) -> list[TrajectoryGroup]:
+    """One group per scenario, of ``group_size`` rollouts run on up to ``max_concurrency`` threads.
+
+    ``max_exceptions`` (a count, or a fraction when a float) raises once more rollouts failed;
+    by default every failure is only recorded in its group.
+    """
+    items = [s for s in scenarios for _ in range(group_size)]
+    bar = _Bar(len(items), progress, desc)
+
+    def run(scenario: S) -> Outcome:
+        with tracing.gathered_rollout_call(scenario) as call:
+            try:
+                outcome = _outcome(rollout(scenario))
+            except Exception as exc:
+                outcome = exc
+            tracing.record_outcome(call, outcome)
+        bar.done(outcome)
+        return outcome
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+            # each rollout runs in a copy of the caller's context (so a traced parent call is seen)
+            contexts = [contextvars.copy_context() for _ in items]
+            outcomes = list(pool.map(lambda ctx, scenario: ctx.run(run, scenario), contexts, items))
+    finally:
+        bar.close()
+    return _groups(outcomes, group_size, max_exceptions)
+
+
+async def gather_async(
+    scenarios: Iterable[S],
+    rollout: Callable[[S], Awaitable[TrajectoryLike]],
+    *,
+    group_size: int = 1,
+    max_concurrency: int = 8,
+    max_exceptions: int | float | None = None,
+    progress: bool = True,
+    desc: str = "rollouts",
+) -> list[TrajectoryGroup]:
+    """The async twin of :func:`gather`: rollouts are coroutines, at most ``max_concurrency`` at once."""
+    items = [s for s in scenarios for _ in range(group_size)]
+    bar = _Bar(len(items), progress, desc)
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def run(scenario: S) -> Outcome:
+        async with limit:
+            with tracing.gathered_rollout_call(scenario) as call:
+                try:
+                    outcome = _outcome(await rollout(scenario))
+                except Exception as exc:
+                    outcome = exc
+                tracing.record_outcome(call, outcome)
+        bar.done(outcome)
+        return outcome
+
+    try:
+        outcomes = await asyncio.gather(*(run(s) for s in items))
+    finally:
+        bar.close()
+    return _groups(list(outcomes), group_size, max_exceptions)

@@ -1,0 +1,73 @@
+"""How widgets show a conversation: messages, and tool calls and tool results collapsed to one line
+(open them for the pretty-printed JSON)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .. import _theme
+
+STEP = f"border-left:3px solid {_theme.BORDER};padding-left:4px;margin:2px 0"
+PREVIEW = 60
+
+
+def _preview(text: str) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= PREVIEW else one_line[: PREVIEW - 1] + "…"
+
+
+def _pretty(text: str) -> str:
+    """JSON pretty-printed (a string that is not JSON as it is)."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return text
+
+
+def tool_call_html(name: str, arguments: str) -> str:
+    """A tool call, collapsed to one line (``🔧 name {args}``); open it for the pretty JSON arguments."""
+    return (
+        f'<details class="tool-call" style="{STEP}"><summary>🔧 <b>{html.escape(name)}</b> '
+        f"<code>{html.escape(_preview(arguments))}</code></summary>"
+        f'<pre style="margin:0">{html.escape(_pretty(arguments))}</pre></details>'
+    )
+
+
+def tool_result_html(content: str, name: str | None = None) -> str:
+    """A tool result, collapsed to one line (``↩ name: result``); open it for the whole (JSON) result."""
+    label = f"<b>{html.escape(name)}</b>: " if name else ""
+    return (
+        f'<details class="tool-result" style="{STEP}"><summary>↩ {label}'
+        f"<code>{html.escape(_preview(content))}</code></summary>"
+        f'<pre style="margin:0">{html.escape(_pretty(content))}</pre></details>'
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def message_html(message: Mapping[str, Any]) -> str:
+    """One chat message: role and text, its tool calls and a tool result collapsed."""
+    role = str(message.get("role"))
+    if role == "tool":
+        return tool_result_html(_text(message.get("content")), message.get("name"))
+    text = _text(message.get("content"))
+    shown = text or role != "assistant"  # an assistant turn of calls only shows just the calls
+    head = (
+        f'<div style="white-space:pre-wrap">{html.escape(role)}: {html.escape(text)}</div>' if shown else ""
+    )
+    calls = "".join(
+        tool_call_html(str(fn.get("name")), _arguments(fn.get("arguments")))
+        for fn in (c.get("function") or {} for c in message.get("tool_calls") or [])
+    )
+    return head + calls
+
+
+def _arguments(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
