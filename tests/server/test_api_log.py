@@ -472,8 +472,6 @@ def test_trajectories_query_validation(http: httpx.Client) -> None:
         assert (r.status_code, [i["loc"] for i in r.json()["detail"]]) == (422, [loc])
 
 
-
-
 def test_the_mean_of_the_largest_metric_values_is_finite(server: Any, http: httpx.Client) -> None:
     """The mean of two ``1.7976931348623157e308`` is that number (the naive sum overflowed to a
     ``null`` the wire type rejects), and the client parses the answer."""
