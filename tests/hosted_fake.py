@@ -27,6 +27,7 @@ ABSENT = [
     ("GET", r"/v1/preview/models", 405),
     ("GET", MODEL, 405),
     ("GET", rf"{MODEL}/trajectories", 404),
+    ("GET", rf"{MODEL}/checkpoints/[^/]+/files(/[^/]+)?", 404),
     ("GET", r"/v1/preview/artifacts", 404),
     ("POST", r"/v1/preview/artifacts", 404),
     ("GET", r"/v1/preview/training-jobs", 405),

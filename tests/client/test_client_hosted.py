@@ -59,6 +59,10 @@ def test_every_extension_says_it_is_absent_without_being_sent(
         "SFT from in-memory data (it uploads train.jsonl as an artifact)": lambda: (
             hosted.sft_training_jobs.create_from_data(model_id=model_id, data=[QA])
         ),
+        "checkpoint download": lambda: hosted.models.checkpoints.download(model_id, 1, "never-written"),
+        "choice of LoRA settings or full fine-tuning at model creation": lambda: hosted.models.create(
+            project="p", name="n", base_model=BASE, lora_config={"rank": 16}
+        ),
     }
     before = len(fake[1].requests)
     messages = {}
@@ -75,6 +79,11 @@ def test_every_extension_says_it_is_absent_without_being_sent(
         messages["job cancel"] == f"{HOSTED} job cancel (a local-server extension); the job runs to its end"
     )
     assert messages["chat usage report"] == f"{HOSTED} chat usage report (a local-server extension)"
+    assert messages["checkpoint download"] == (
+        f"{HOSTED} checkpoint download (a local-server extension); download the checkpoint's W&B artifact"
+        " of type 'lora': wandb.Api().artifact('<entity>/<project>/<name>:step<N>', type='lora')"
+        ".download(root=path)"
+    )
 
 
 def test_the_training_loop_works_on_the_hosted_surface(

@@ -16,7 +16,8 @@ from toolkit.server.store.migrations import MIGRATIONS
 from toolkit.server.store.models import Models
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base model (toolkit.server.engine.model)
-MODEL_KEYS = {"id", "entity", "project", "name", "base_model", "run_id", "created_at", "latest_step"}
+ART_MODEL_KEYS = {"id", "entity", "project", "name", "base_model", "run_id", "created_at", "latest_step"}
+MODEL_KEYS = ART_MODEL_KEYS | {"full_finetuning", "lora_config"}  # extensions: how the model trains
 CHECKPOINT_KEYS = {"id", "step", "metrics", "created_at"}
 ENVELOPE_KEYS = {"object", "data", "has_more", "first_id", "last_id"}
 DELETE_MODEL_KEYS = {

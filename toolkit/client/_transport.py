@@ -45,7 +45,7 @@ class Op(Generic[T]):
     files: Any = None
     data: dict[str, Any] | None = None
     idempotent: bool | None = None
-    stream: Literal["sse", "jsonl"] | None = None
+    stream: Literal["sse", "jsonl", "bytes"] | None = None
     raw: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     extension: Extension | None = None
@@ -207,8 +207,12 @@ class SyncTransport:
     def stream(self, op: Op[T]) -> Iterator[T]:
         response = self._send(op, stream=True)
         try:
-            decode = iter_sse if op.stream == "sse" else iter_jsonl
-            for item in decode(response.iter_lines()):
+            if op.stream == "bytes":
+                items: Iterator[Any] = response.iter_bytes()
+            else:
+                decode = iter_sse if op.stream == "sse" else iter_jsonl
+                items = decode(response.iter_lines())
+            for item in items:
                 yield op.parse(item)
         finally:
             response.close()
@@ -244,8 +248,12 @@ class AsyncTransport:
     async def stream(self, op: Op[T]) -> AsyncIterator[T]:
         response = await self._send(op, stream=True)
         try:
-            decode = aiter_sse if op.stream == "sse" else aiter_jsonl
-            async for item in decode(response.aiter_lines()):
+            if op.stream == "bytes":
+                items: AsyncIterator[Any] = response.aiter_bytes()
+            else:
+                decode = aiter_sse if op.stream == "sse" else aiter_jsonl
+                items = decode(response.aiter_lines())
+            async for item in items:
                 yield op.parse(item)
         finally:
             await response.aclose()

@@ -20,6 +20,7 @@ from ..types.training import (
     ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     LogResponse,
+    LoRAConfig,
     Model,
     SFTTrainingConfig,
     TrainingJob,
@@ -29,11 +30,14 @@ from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
 from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
 from .sft_data import SFTData, train_jsonl
+from .training_download import FolderDownload
 from .training_ops import (
     SFT_FROM_DATA,
     GroupLike,
     Order,
     op_cancel_job,
+    op_checkpoint_file,
+    op_checkpoint_files,
     op_checkpoint_page,
     op_create_model,
     op_create_rl_job,
@@ -67,6 +71,18 @@ class Checkpoints:
     def delete(self, model_id: str, steps: Sequence[int]) -> DeleteCheckpointsResponse:
         return self._t.run(op_delete_checkpoints(model_id, steps))
 
+    def download(self, model_id: str, step: int, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Extension: write checkpoint ``step`` into the folder ``path`` (a peft adapter folder, or
+        whole weights) and return it. ``path`` must not exist or be empty, unless ``overwrite``;
+        it is written only once every file has arrived intact."""
+        listing = self._t.run(op_checkpoint_files(model_id, step))
+        with FolderDownload(Path(path), overwrite) as folder:
+            for expected in listing.files:
+                with folder.file(expected) as sink:
+                    for chunk in self._t.stream(op_checkpoint_file(model_id, step, expected.name)):
+                        sink.write(chunk)
+            return folder.commit()
+
 
 class Models:
     def __init__(self, t: SyncTransport) -> None:
@@ -81,9 +97,17 @@ class Models:
         base_model: str,
         entity: str | None = None,
         return_existing: bool = True,
+        lora_config: LoRAConfig | Mapping[str, Any] | None = None,
+        full_finetuning: bool | None = None,
     ) -> Model:
-        """Register a model (idempotent by default, as ART does, so notebooks can be re-run)."""
-        return self._t.run(op_create_model(project, name, base_model, entity, return_existing))
+        """Register a model (idempotent by default, as ART does, so notebooks can be re-run).
+
+        Extensions: ``lora_config`` (``rank``, ``alpha``, ``dropout``, ``target_modules``,
+        ``use_rslora``) sets the LoRA adapter it trains, ``full_finetuning=True`` trains every
+        weight instead; left out, the server decides (docs/training.md, "LoRA")."""
+        return self._t.run(
+            op_create_model(project, name, base_model, entity, return_existing, lora_config, full_finetuning)
+        )
 
     def retrieve(self, model_id: str) -> Model:
         """Extension: a model by id."""
@@ -232,6 +256,15 @@ class AsyncCheckpoints:
     async def delete(self, model_id: str, steps: Sequence[int]) -> DeleteCheckpointsResponse:
         return await self._t.run(op_delete_checkpoints(model_id, steps))
 
+    async def download(self, model_id: str, step: int, path: str | Path, *, overwrite: bool = False) -> Path:
+        listing = await self._t.run(op_checkpoint_files(model_id, step))
+        with FolderDownload(Path(path), overwrite) as folder:
+            for expected in listing.files:
+                with folder.file(expected) as sink:
+                    async for chunk in self._t.stream(op_checkpoint_file(model_id, step, expected.name)):
+                        sink.write(chunk)
+            return folder.commit()
+
 
 class AsyncModels:
     def __init__(self, t: AsyncTransport) -> None:
@@ -246,8 +279,12 @@ class AsyncModels:
         base_model: str,
         entity: str | None = None,
         return_existing: bool = True,
+        lora_config: LoRAConfig | Mapping[str, Any] | None = None,
+        full_finetuning: bool | None = None,
     ) -> Model:
-        return await self._t.run(op_create_model(project, name, base_model, entity, return_existing))
+        return await self._t.run(
+            op_create_model(project, name, base_model, entity, return_existing, lora_config, full_finetuning)
+        )
 
     async def retrieve(self, model_id: str) -> Model:
         return await self._t.run(op_get_model(model_id))

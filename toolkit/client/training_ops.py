@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -16,11 +17,13 @@ from ..types.common import ListEnvelope
 from ..types.training import (
     Artifact,
     Checkpoint,
+    CheckpointFiles,
     DeleteCheckpointsResponse,
     DeleteModelResponse,
     ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     LogResponse,
+    LoRAConfig,
     Model,
     SFTTrainingConfig,
     TrainingJob,
@@ -53,6 +56,15 @@ ARTIFACT_LISTING = Extension("artifact listing", "browse the project's artifacts
 SFT_FROM_DATA = Extension("SFT from in-memory data (it uploads train.jsonl as an artifact)", _WANDB_ARTIFACT)
 JOB_LISTING = Extension("job listing", "keep the handles that training_jobs.create returns")
 JOB_CANCEL = Extension("job cancel", "the job runs to its end")
+TRAINING_SETTINGS = Extension(
+    "choice of LoRA settings or full fine-tuning at model creation",
+    "the hosted service trains a LoRA adapter of its own choosing; leave lora_config and full_finetuning out",
+)
+CHECKPOINT_DOWNLOAD = Extension(
+    "checkpoint download",
+    "download the checkpoint's W&B artifact of type 'lora': wandb.Api().artifact("
+    "'<entity>/<project>/<name>:step<N>', type='lora').download(root=path)",
+)
 
 
 def wire(value: BaseModel | Mapping[str, Any]) -> Any:
@@ -70,16 +82,35 @@ def _groups(groups: Iterable[GroupLike]) -> list[Any]:
 
 
 def op_create_model(
-    project: str, name: str, base_model: str, entity: str | None, return_existing: bool
+    project: str,
+    name: str,
+    base_model: str,
+    entity: str | None,
+    return_existing: bool,
+    lora_config: LoRAConfig | Mapping[str, Any] | None = None,
+    full_finetuning: bool | None = None,
 ) -> Op[Model]:
-    body = {
+    body: dict[str, Any] = {
         "entity": entity,
         "project": project,
         "name": name,
         "base_model": base_model,
         "return_existing": return_existing,
     }
-    return Op("POST", "/v1/preview/models", Model.model_validate, json=body, idempotent=return_existing)
+    # the training settings are sent only when given, so the body is ART's otherwise
+    if lora_config is not None:
+        body["lora_config"] = wire(lora_config)
+    if full_finetuning is not None:
+        body["full_finetuning"] = full_finetuning
+    extension = TRAINING_SETTINGS if lora_config is not None or full_finetuning is not None else None
+    return Op(
+        "POST",
+        "/v1/preview/models",
+        Model.model_validate,
+        json=body,
+        idempotent=return_existing,
+        extension=extension,
+    )
 
 
 def op_get_model(model_id: str) -> Op[Model]:
@@ -127,6 +158,26 @@ def op_checkpoint_page(model_id: str, limit: int | None, order: Order | None) ->
         )
 
     return make
+
+
+def op_checkpoint_files(model_id: str, step: int) -> Op[CheckpointFiles]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/checkpoints/{step}/files",
+        CheckpointFiles.model_validate,
+        extension=CHECKPOINT_DOWNLOAD,
+    )
+
+
+def op_checkpoint_file(model_id: str, step: int, name: str) -> Op[bytes]:
+    """One file of a checkpoint, streamed as chunks of bytes."""
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/checkpoints/{step}/files/{quote(name)}",
+        bytes,
+        stream="bytes",
+        extension=CHECKPOINT_DOWNLOAD,
+    )
 
 
 def op_delete_checkpoints(model_id: str, steps: Sequence[int]) -> Op[DeleteCheckpointsResponse]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, FiniteFloat, Tag, model_validator
+from pydantic import ConfigDict, Discriminator, Field, FiniteFloat, Tag, model_validator
 
 from .common import ListEnvelope, WireModel
 
@@ -23,18 +23,53 @@ NamePart = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z
 # ----------------------------------------------------------------------------- models
 
 
+LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ModuleName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.]+$")]
+
+
+class LoRAConfig(WireModel):
+    """Extension: the LoRA adapter a model trains, in ART's ``lora_config`` names (``rank``, ``alpha``,
+    ``dropout``, ``target_modules``, ``use_rslora``) with ART's defaults; saved in each checkpoint's
+    ``adapter_config.json`` as peft's ``r``, ``lora_alpha``, ``lora_dropout``, ...
+
+    ``target_modules`` are module-name suffixes of the base model (peft's meaning). The scaling of
+    the adapter's output is ``alpha / rank`` (``alpha / sqrt(rank)`` with ``use_rslora``).
+    """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key (peft's ``r``) must not fall back silently
+
+    rank: Annotated[int, Field(ge=1, le=512)] = 8
+    alpha: Annotated[int, Field(ge=1)] = 16
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    target_modules: Annotated[list[ModuleName], Field(min_length=1)] = Field(
+        default_factory=lambda: list(LORA_TARGET_MODULES)
+    )
+    use_rslora: bool = False
+
+
 class ModelCreate(WireModel):
-    """Body of ``POST /v1/preview/models`` (what ART sends)."""
+    """Body of ``POST /v1/preview/models`` (what ART sends). ``lora_config`` and ``full_finetuning``
+    are extensions: how the model trains (default: a LoRA adapter with ART's settings, or full
+    fine-tuning for the built-in random-init model; docs/training.md "LoRA")."""
 
     entity: NamePart | None = None
     project: NamePart
     name: NamePart
     base_model: Annotated[str, Field(min_length=1)]
     return_existing: bool = False
+    lora_config: LoRAConfig | None = None
+    full_finetuning: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_training_mode(self) -> ModelCreate:
+        if self.full_finetuning and self.lora_config is not None:
+            raise ValueError("give lora_config or full_finetuning: true, not both")
+        return self
 
 
 class Model(WireModel):
-    """A trainable model (``ModelResponse``)."""
+    """A trainable model (``ModelResponse``). ``full_finetuning`` and ``lora_config`` (null when
+    fully fine-tuned) are extensions: None where a deployment does not report them."""
 
     id: str
     entity: str
@@ -44,6 +79,8 @@ class Model(WireModel):
     run_id: str | None = None
     created_at: datetime | None = None
     latest_step: int | None = None
+    full_finetuning: bool | None = None
+    lora_config: LoRAConfig | None = None
 
 
 class DeleteModelResponse(WireModel):
@@ -65,6 +102,24 @@ class Checkpoint(WireModel):
 
 
 CheckpointList = ListEnvelope[Checkpoint]
+
+
+class CheckpointFile(WireModel):
+    name: str
+    size: int
+    sha256: str
+
+
+class CheckpointFiles(WireModel):
+    """Extension: the files of one checkpoint (``GET .../checkpoints/{step}/files``). ``format`` is
+    ``"peft-lora"`` for a peft adapter folder (``adapter_config.json``, ``adapter_model.safetensors``)
+    or ``"full"`` for whole weights (``model.safetensors``)."""
+
+    model_id: str
+    step: int
+    base_model: str
+    format: Literal["peft-lora", "full"]
+    files: list[CheckpointFile]
 
 
 class DeleteCheckpointsRequest(WireModel):

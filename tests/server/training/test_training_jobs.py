@@ -504,7 +504,7 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
     after = wait_job(client, queued.id)
     assert after.status == "succeeded" and after.result_step == 1
     folders = sorted(p.name for p in (fresh_server.data_dir / "checkpoints" / model.id).iterdir())
-    assert folders == ["step1"]
+    assert folders == ["step1", "step1.optimizer.pt"]  # the latest step keeps its optimizer state
 
     # a clean stop (SIGTERM) fails the running job at once and keeps the queued one for the next start
     running = client.sft_training_jobs.create_from_data(

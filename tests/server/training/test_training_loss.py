@@ -274,7 +274,7 @@ def test_a_non_finite_gradient_fails_the_step_before_the_weights_change() -> Non
     loss = (model(torch.ones(1, 2)) * 1e38).sum() * 1e38  # inf in float32
     loss.backward()
     with pytest.raises(UntrainableError, match=r"gradient step 3: the loss .* is not a finite number"):
-        _clip_and_step(model, optimizer, 1e-3, float(loss.detach()), 3)  # type: ignore[arg-type]
+        _clip_and_step(list(model.parameters()), optimizer, 1e-3, float(loss.detach()), 3)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 

@@ -58,7 +58,7 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     if row.path is None:
         return Weights("base")
     folder = Path(row.path)
-    if not (folder / "model.safetensors").exists():
+    if not any((folder / name).exists() for name in ("model.safetensors", "adapter_config.json")):
         raise missing
     return Weights(row.id, folder)
 

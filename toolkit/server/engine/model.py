@@ -22,6 +22,7 @@ from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_t
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"
 WEIGHTS_FILE = "model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"  # a checkpoint that is a peft adapter folder
 MAX_MODEL_LEN = 1024
 GENERATION_KEYS = (
     "temperature",
@@ -127,14 +128,19 @@ def from_folder(folder: Path, name: str | None = None) -> BaseModelSpec:
 
 
 def load_model(spec: BaseModelSpec, weights: Path | None = None) -> PreTrainedModel:
-    """The base model, or the base architecture with a checkpoint's weights, in eval mode."""
+    """The base model, or the base architecture with a checkpoint's weights (whole weights, or a
+    peft LoRA adapter folded into the base weights), in eval mode."""
     if spec.weights.exists():
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(spec.folder))
         model.load_state_dict(load_file(spec.weights), strict=False)
         model.tie_weights()
     else:
         model = AutoModelForCausalLM.from_pretrained(spec.folder)
-    if weights is not None:
+    if weights is not None and (weights / ADAPTER_CONFIG).exists():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, weights).merge_and_unload()
+    elif weights is not None:
         model.load_state_dict(load_file(weights / WEIGHTS_FILE), strict=False)
         model.tie_weights()
     model.eval()

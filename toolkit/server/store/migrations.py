@@ -114,4 +114,9 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (user_id, project, model)
     );
     """,
+    # 4: how each model trains: its LoRA adapter settings (JSON of LoRAConfig), NULL = full fine-tuning
+    # (every model made before this migration was fully fine-tuned: its checkpoints are whole weights)
+    """
+    ALTER TABLE models ADD COLUMN lora_config TEXT;
+    """,
 ]

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from ...types.training import Checkpoint, DeleteCheckpointsResponse, Model, ModelCreate
+from ...types.training import Checkpoint, DeleteCheckpointsResponse, LoRAConfig, Model, ModelCreate
 from ..errors import Conflict, NotFound, Unprocessable
 from .common import new_id, now_iso
 from .db import Database
@@ -35,7 +35,12 @@ class ServableCheckpoint:
     created_at: datetime
 
 
+def _lora(value: str | None) -> LoRAConfig | None:
+    return LoRAConfig.model_validate_json(value) if value is not None else None
+
+
 def _model(row: sqlite3.Row) -> Model:
+    lora = _lora(row["lora_config"])
     return Model(
         id=row["id"],
         entity=row["entity"],
@@ -45,6 +50,8 @@ def _model(row: sqlite3.Row) -> Model:
         run_id=row["run_id"],
         created_at=row["created_at"],
         latest_step=row["latest_step"],
+        full_finetuning=lora is None,
+        lora_config=lora,
     )
 
 
@@ -63,8 +70,10 @@ class Models:
 
     # ------------------------------------------------------------------ models
 
-    def create(self, user: User, req: ModelCreate) -> tuple[Model, bool]:
-        """Create a model with its step-0 checkpoint; returns (model, created)."""
+    def create(self, user: User, req: ModelCreate, lora: LoRAConfig | None) -> tuple[Model, bool]:
+        """Create a model that trains the ``lora`` adapter (None: every weight) with its step-0
+        checkpoint; returns (model, created). An existing model is returned when asked, unless the
+        request names another base model or, explicitly, another way of training (409)."""
         entity = req.entity or user.name
         with self.db.write() as conn:
             row = conn.execute(
@@ -79,10 +88,16 @@ class Models:
                     raise Conflict(
                         f"Model {entity}/{req.project}/{req.name} exists with base model {row['base_model']}"
                     )
+                existing = _lora(row["lora_config"])
+                explicit = req.lora_config is not None or req.full_finetuning is not None
+                if explicit and existing != lora:
+                    trains = existing.model_dump_json() if existing else "full fine-tuning"
+                    raise Conflict(f"Model {entity}/{req.project}/{req.name} exists and trains with {trains}")
                 return _model(row), False
             model_id, now = new_id(), now_iso()
             conn.execute(
-                "INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO models (id, user_id, entity, project, name, base_model, run_id, created_at,"
+                " lora_config) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     model_id,
                     user.id,
@@ -92,6 +107,7 @@ class Models:
                     req.base_model,
                     new_id().replace("-", "")[:8],
                     now,
+                    lora.model_dump_json() if lora is not None else None,
                 ),
             )
             conn.execute("INSERT INTO checkpoints VALUES (?, ?, 0, '{}', NULL, ?)", (new_id(), model_id, now))
@@ -119,6 +135,11 @@ class Models:
     def base_model_of(self, model_id: str) -> str | None:
         row = self.db.conn.execute("SELECT base_model FROM models WHERE id = ?", (model_id,)).fetchone()
         return str(row["base_model"]) if row else None
+
+    def lora_config_of(self, model_id: str) -> LoRAConfig | None:
+        """The adapter the model trains (None: it is fully fine-tuned)."""
+        row = self.db.conn.execute("SELECT lora_config FROM models WHERE id = ?", (model_id,)).fetchone()
+        return _lora(row["lora_config"]) if row else None
 
     def all(self, user: User) -> list[Model]:
         rows = self.db.conn.execute(
@@ -183,6 +204,14 @@ class Models:
     def checkpoint_folders(self) -> set[Path]:
         """The weight folders of every checkpoint (of every user) that has its own."""
         rows = self.db.conn.execute("SELECT path FROM checkpoints WHERE path IS NOT NULL")
+        return {Path(r["path"]) for r in rows}
+
+    def latest_checkpoint_folders(self) -> set[Path]:
+        """The folders of every model's latest checkpoint (the ones training continues from)."""
+        rows = self.db.conn.execute(
+            "SELECT c.path FROM checkpoints c WHERE c.path IS NOT NULL AND c.step ="
+            " (SELECT MAX(step) FROM checkpoints d WHERE d.model_id = c.model_id)"
+        )
         return {Path(r["path"]) for r in rows}
 
     def metric_history(self, model_id: str, key: str) -> list[tuple[int, float]]:

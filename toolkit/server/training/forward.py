@@ -21,7 +21,8 @@ class Batch:
     weights: torch.Tensor  # [B, T]
 
 
-def make_batch(samples: Sequence[Sample], pad_id: int) -> Batch:
+def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | None = None) -> Batch:
+    """The samples padded to one length, on ``device`` (the model's)."""
     length = max(len(s.tokens) for s in samples)
     size = (len(samples), length)
     tokens = torch.full(size, pad_id, dtype=torch.long)
@@ -40,7 +41,7 @@ def make_batch(samples: Sequence[Sample], pad_id: int) -> Batch:
         advantages[i, :n] = s.advantage
         weights[i, :n] = s.weight
     mask[:, 0] = 0
-    return Batch(tokens, attention, mask, logprobs, advantages, weights)
+    return Batch(*(t.to(device) for t in (tokens, attention, mask, logprobs, advantages, weights)))
 
 
 def token_logprobs(
@@ -65,7 +66,7 @@ def token_logprobs(
         logps.append(log_probs.gather(-1, chunk_targets).squeeze(-1))
         if with_entropy:
             entropies.append(-(log_probs.exp() * log_probs).sum(-1).detach())
-    zero = torch.zeros(batch.tokens.shape[0], 1)
+    zero = torch.zeros(batch.tokens.shape[0], 1, device=batch.tokens.device)
     logp = torch.cat([zero, *logps], dim=1)
     entropy = torch.cat([zero, *entropies], dim=1) if with_entropy else None
     return logp, entropy

@@ -1,10 +1,11 @@
 """Warnings a training job reports in its first event (``training_started``, key ``warnings``):
 what it was asked that this server ignores, and settings known to ruin the model.
 
-Learning rates for RL (docs/training.md, "Learning rates"): the built-in tiny model trained stably
-at 1e-4 to 2e-4 and collapsed at 3e-4 and above in measurements on this server's RL loop; any other
-base model is fully fine-tuned here, where RL learning rates are commonly 1e-6 to 1e-5 (ART's
-default is 5e-6), so more than 1e-4 is far above that range.
+Learning rates for RL (docs/training.md, "Learning rates"): the built-in tiny model, fully
+fine-tuned, trained stably at 1e-4 to 2e-4 and collapsed at 3e-4 and above in measurements on this
+server's RL loop; full fine-tuning of any other base commonly uses 1e-6 to 1e-5, so more than 1e-4
+is far above that range; a LoRA adapter takes about ten times the full fine-tuning rate (TRL's
+guidance; ART's default for its adapters is 5e-6), so more than 1e-3 is far above its range.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ BUILTIN_RL_STABLE = "1e-4 to 2e-4"
 BUILTIN_RL_HARMFUL = 3e-4  # and above: the built-in model collapsed
 FULL_FINE_TUNING_RL_USUAL = "1e-6 to 1e-5"
 FULL_FINE_TUNING_RL_WARN_ABOVE = 1e-4
+LORA_RL_USUAL = "1e-6 to 1e-4"
+LORA_RL_WARN_ABOVE = 1e-3
 
 
 def unknown_keys(config: BaseModel | None) -> list[str]:
@@ -28,9 +31,17 @@ def unknown_keys(config: BaseModel | None) -> list[str]:
     return [f"experimental_config keys this server does not know were ignored: {names}."]
 
 
-def rl_learning_rate(base_model: str, learning_rate: float) -> list[str]:
+def rl_learning_rate(base_model: str, learning_rate: float, *, lora: bool) -> list[str]:
     """A warning when the largest learning rate of an RL job's steps is far above the range known
-    to work for the model."""
+    to work for the model and the way it trains (a ``lora`` adapter, or every weight)."""
+    if lora:
+        if learning_rate <= LORA_RL_WARN_ABOVE:
+            return []
+        return [
+            f"The learning rate of this job reaches {learning_rate:g}, far above the range known to work"
+            f" for RL with a LoRA adapter on {base_model}: {LORA_RL_USUAL} is usual (ART's default is"
+            f" 5e-6). Use {LORA_RL_USUAL}."
+        ]
     if base_model == BUILTIN_NAME:
         if learning_rate < BUILTIN_RL_HARMFUL:
             return []

@@ -1,20 +1,19 @@
 """The job runner: accepts RL and SFT jobs, runs them one at a time off the request path, records
 their events, and writes each new checkpoint before the job's ``training_ended`` event.
 
-Life cycle (docs/training.md): ``queued -> running -> succeeded | failed | cancelled``. Weights are
-written to a hidden temp folder and renamed into place; the checkpoint row, the job's new status
-and ``training_ended`` are then written in one transaction. After a crash, jobs left ``running``
-fail on restart with their ``training_failed`` event, folders without a checkpoint row are removed
-and queued jobs run again.
+Life cycle (docs/training.md): ``queued -> running -> succeeded | failed | cancelled``. The new
+checkpoint (a peft adapter folder, or whole weights) and its optimizer state are staged under
+temporary names and renamed into place (:mod:`.checkpoint_files`); the checkpoint row, the job's new
+status and ``training_ended`` are then written in one transaction. After a crash, jobs left
+``running`` fail on restart with their ``training_failed`` event, files without a checkpoint row
+are removed and queued jobs run again.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import re
-import shutil
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -30,22 +29,22 @@ from ...types.training import (
     ExperimentalTrainingConfig,
     TrainingJob,
 )
-from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
+from ..engine.model import BaseModelSpec
 from ..errors import Unprocessable
 from ..store.artifacts import Artifacts
 from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
+from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
 from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
 from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
+from .policy import Policy, Trainer, reference_model
 from .sequences import Sample, UntrainableError
 from .trainer import (
-    Policy,
-    Trainer,
     peak_learning_rate,
     plan_rl,
     reward_std_lr_multiplier,
@@ -106,7 +105,7 @@ class TrainingRunner:
         self.jobs = jobs
         self.worker = worker
         self.base_models = base_models
-        self.checkpoints_dir = checkpoints_dir
+        self.files = CheckpointFolders(checkpoints_dir)
         self.trainer = Trainer()
         self._cancel: set[str] = set()
         self._stopping = threading.Event()
@@ -174,12 +173,7 @@ class TrainingRunner:
     def _recover(self) -> None:
         for job_id in self.jobs.ids_with_status("running"):
             self.jobs.fail(job_id, INTERRUPTED)
-        known = self.models.checkpoint_folders()
-        if self.checkpoints_dir.exists():
-            for model_dir in self.checkpoints_dir.iterdir():
-                for folder in model_dir.iterdir() if model_dir.is_dir() else ():
-                    if folder not in known:
-                        shutil.rmtree(folder, ignore_errors=True)
+        self.files.recover(self.models.checkpoint_folders(), self.models.latest_checkpoint_folders())
         for job_id in self.jobs.ids_with_status("queued"):
             self._enqueue(job_id)
 
@@ -254,7 +248,8 @@ class TrainingRunner:
             )
         peak = peak_learning_rate(plan, cfg, multiplier)
         warnings = unknown_keys(req.experimental_config)
-        warnings += rl_learning_rate(spec.name, peak) if peak is not None else []
+        lora = self.models.lora_config_of(req.model_id) is not None
+        warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
         self.jobs.started(job_id, len(plan.batches), warnings)
         steps: list[dict[str, float]] = []
@@ -318,7 +313,9 @@ class TrainingRunner:
 
     def _policy(self, model_id: str, spec: BaseModelSpec, base: CheckpointRow) -> Policy:
         weights = Path(base.path) if base.path else None
-        return self.trainer.policy(model_id, base.step, spec, weights)
+        optimizer = optimizer_file(weights) if weights else None
+        settings = self.models.lora_config_of(model_id)
+        return self.trainer.policy(model_id, base.step, spec, weights, settings, optimizer)
 
     def _reference(self, model_id: str, step: int | None, spec: BaseModelSpec) -> PreTrainedModel | None:
         if step is None:
@@ -326,40 +323,39 @@ class TrainingRunner:
         row = self.models.checkpoint_at(model_id, step)
         if row is None:
             raise UntrainableError(f"the KL reference checkpoint step {step} does not exist")
-        return load_model(spec, Path(row.path) if row.path else None)
+        return reference_model(spec, Path(row.path) if row.path else None)
 
     def _save(
         self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool
     ) -> None:
-        """Write the weights (or link the unchanged ones), then checkpoint + ``training_ended`` at once."""
+        """Write the checkpoint and its optimizer state (or link the unchanged ones), then the
+        checkpoint row + ``training_ended`` at once; then drop the optimizer state of ``base``."""
         self._check(job_id)
         step = self.models.current_step(base.model_id) + 1
-        model_dir = self.checkpoints_dir / base.model_id
-        folder = model_dir / f"step{step}"
-        path: str | None = str(folder)
-        tmp = model_dir / f".step{step}.{job_id}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        if trained:
-            save_weights(policy.model, tmp / WEIGHTS_FILE)
-        elif base.path:
-            try:
-                os.link(Path(base.path) / WEIGHTS_FILE, tmp / WEIGHTS_FILE)
-            except OSError:
-                shutil.copyfile(Path(base.path) / WEIGHTS_FILE, tmp / WEIGHTS_FILE)
-        else:
-            path = None
-        if path is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-            tmp.rename(folder)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        staging = self.files.stage(base.model_id, step, job_id)
+        try:
+            if trained:
+                policy.save(staging.folder)
+                staging.save_optimizer(policy.optimizer_state())
+            elif base.path:
+                staging.link(Path(base.path))
+        except BaseException:
+            staging.discard()
+            raise
+        if trained or base.path:
+            folder: Path | None = staging.publish()
+        else:  # still the base model: no files of its own
+            folder = None
+            staging.discard()
         try:
             with self.db.write() as conn:
+                path = str(folder) if folder else None
                 checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
                 self.jobs.succeed(conn, job_id, step, checkpoint_id)
         except BaseException:
-            if path is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+            if folder is not None:
+                self.files.remove(folder)
             raise
+        if base.path:
+            self.files.drop_optimizer(Path(base.path))
         self.trainer.keep(policy, step)

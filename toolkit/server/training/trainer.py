@@ -1,87 +1,33 @@
-"""Gradient steps: one RL step over trajectory groups, or an SFT pass over conversations.
-
-The trainer keeps the weights and AdamW state of the model it trained last in memory, so that
-consecutive jobs of one model continue where the previous one stopped; the optimizer state carries
-over between jobs of the same kind (RL after RL, SFT after SFT) and starts fresh otherwise.
-"""
+"""Gradient steps: one RL step over trajectory groups, or an SFT pass over conversations, on a
+:class:`~.policy.Policy` (its trainable parameters: the LoRA adapter, or every weight)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel
 
-from ...types.training import JobKind, TrajectoryGroup
-from ..engine.model import BaseModelSpec, load_model
+from ...types.training import TrajectoryGroup
 from .config import RLConfig
 from .forward import Batch, make_batch, token_logprobs
 from .loss import LossInputs, policy_loss
+from .policy import Policy
 from .sequences import ChatFormat, Sample, UntrainableError, pack, rl_samples
 
 GRAD_CLIP = 1.0
-TRAINER_THREADS = 2
-BETAS: dict[JobKind, tuple[float, float]] = {"rl": (0.9, 0.99), "sft": (0.9, 0.95)}
 
 StepHook = Callable[[dict[str, float]], None]
 
 
-@dataclass
-class Policy:
-    """A model being trained: its weights at ``step`` and the optimizer of the last job kind."""
-
-    model_id: str
-    step: int
-    model: PreTrainedModel
-    kind: JobKind | None = None
-    optimizer: torch.optim.Optimizer | None = None
-
-    def optimizer_for(self, kind: JobKind) -> torch.optim.Optimizer:
-        if self.optimizer is None or self.kind != kind:
-            self.optimizer = torch.optim.AdamW(
-                self.model.parameters(), lr=0.0, betas=BETAS[kind], weight_decay=0.0
-            )
-            self.kind = kind
-        return self.optimizer
-
-
-class Trainer:
-    """Loads policies (reusing the one in memory when it is at the wanted step) and runs steps."""
-
-    def __init__(self) -> None:
-        self._policy: Policy | None = None
-        self._formats: dict[str, ChatFormat] = {}
-
-    def chat_format(self, spec: BaseModelSpec) -> ChatFormat:
-        if spec.name not in self._formats:
-            self._formats[spec.name] = ChatFormat(spec)
-        return self._formats[spec.name]
-
-    def policy(self, model_id: str, step: int, spec: BaseModelSpec, weights: Path | None) -> Policy:
-        """The policy a job trains. Every job asks for it before its forward passes, in the job worker
-        thread, which then trains on ``TRAINER_THREADS`` torch threads whatever the engine chose."""
-        torch.set_num_threads(TRAINER_THREADS)
-        current = self._policy
-        if current is None or current.model_id != model_id or current.step != step:
-            current = Policy(model_id, step, load_model(spec, weights))
-        self._policy = None  # until the job commits, the weights in memory are in flux
-        return current
-
-    def keep(self, policy: Policy, step: int) -> None:
-        """The job saved ``policy`` as ``step``: keep it for the next job of the model."""
-        policy.step = step
-        self._policy = policy
-
-
 def _clip_and_step(
-    model: PreTrainedModel, optimizer: torch.optim.Optimizer, lr: float, loss: float, step: int
+    params: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer, lr: float, loss: float, step: int
 ) -> float:
     """Clip the gradient and take one AdamW step, unless the loss or the gradient is not finite:
     then fail before touching the weights (a NaN would spread to every weight)."""
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP))
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP))
     if not (math.isfinite(loss) and math.isfinite(grad_norm)):
         raise UntrainableError(
             f"gradient step {step}: the loss ({loss}) or the gradient norm ({grad_norm}) is not a finite"
@@ -136,10 +82,11 @@ def run_rl(
     on_step: StepHook,
 ) -> None:
     """One gradient step per minibatch; ``on_step`` gets each step's metrics (and may raise to stop)."""
-    model = policy.model
+    model, params = policy.model, policy.parameters()
     optimizer = policy.optimizer_for("rl")
     chunk = cfg.logprob_calculation_chunk_size
-    batches = [make_batch(b, pad_id) for b in plan.batches]
+    device = next(model.parameters()).device
+    batches = [make_batch(b, pad_id, device) for b in plan.batches]
     model.eval()  # no dropout: the recomputed logprobs must match the sampler's
     sampler: list[torch.Tensor | None] = [None] * len(batches)
     if cfg.precalculate_logprobs:
@@ -168,7 +115,7 @@ def run_rl(
         num_trajectories = len({s.trajectory for s in samples})
         lr = step_learning_rate(cfg, num_trajectories, lr_multiplier)
         loss = float(out.loss.detach())
-        grad_norm = _clip_and_step(model, optimizer, lr, loss, i + 1)
+        grad_norm = _clip_and_step(params, optimizer, lr, loss, i + 1)
         on_step(
             {
                 "loss": loss,
@@ -234,17 +181,18 @@ def run_sft(
     on_step: StepHook,
 ) -> None:
     """Next-token cross-entropy on assistant tokens, averaged over the batch's assistant tokens."""
-    model = policy.model
+    model, params = policy.model, policy.parameters()
     optimizer = policy.optimizer_for("sft")
+    device = next(model.parameters()).device
     model.train()
     try:
         for i, (samples, lr) in enumerate(zip(batches, learning_rates, strict=True)):
-            batch = make_batch(samples, pad_id)
+            batch = make_batch(samples, pad_id, device)
             logp, entropy = token_logprobs(model, batch, chunk_size)
             count = batch.mask.sum()
             loss = -(logp * batch.mask).sum() / count.clamp(min=1)
             loss.backward()
-            grad_norm = _clip_and_step(model, optimizer, lr, float(loss.detach()), i + 1)
+            grad_norm = _clip_and_step(params, optimizer, lr, float(loss.detach()), i + 1)
             assert entropy is not None
             on_step(
                 {

@@ -1,17 +1,30 @@
-"""Training API: a model's checkpoints (cursor pages, delete)."""
+"""Training API: a model's checkpoints (cursor pages, delete) and their files (an extension: the
+checkpoint's folder, file by file, for download)."""
 
 from __future__ import annotations
 
-import shutil
+from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse
 
-from ....types.training import CheckpointList, DeleteCheckpointsRequest, DeleteCheckpointsResponse
+from ....types.training import (
+    CheckpointFiles,
+    CheckpointList,
+    DeleteCheckpointsRequest,
+    DeleteCheckpointsResponse,
+)
 from ...auth import CurrentUser
-from ..context import Training
+from ...errors import NotFound
+from .. import lora
+from ..checkpoint_files import manifest
+from ..context import Training, TrainingContext
+from .trajectories import SQLITE_INT_MAX
 
 router = APIRouter(prefix="/v1/preview/models")
+Step = Annotated[int, PathParam(ge=0, le=SQLITE_INT_MAX)]
 
 
 @router.get("/{model_id}/checkpoints", response_model=CheckpointList)
@@ -41,5 +54,45 @@ def delete_checkpoints(
 ) -> DeleteCheckpointsResponse:
     result, paths = training.models.delete_checkpoints(user, model_id, req.steps)
     for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
+        training.runner.files.remove(Path(path))
     return result
+
+
+def _folder(training: TrainingContext, user: CurrentUser, model_id: str, step: int) -> tuple[str, Path]:
+    """(base model, folder) of a checkpoint that has files; 404 naming why otherwise."""
+    model = training.models.get(user, model_id)
+    row = training.models.checkpoint_at(model_id, step)
+    if row is None:
+        raise NotFound(f"Model {model_id} has no checkpoint at step {step}")
+    if row.path is None:
+        raise NotFound(
+            f"Checkpoint step {step} of model {model_id} has no files: it is the base model"
+            f" {model.base_model} itself (no gradient step has changed it)"
+        )
+    return model.base_model, Path(row.path)
+
+
+@router.get("/{model_id}/checkpoints/{step}/files", response_model=CheckpointFiles)
+def checkpoint_files(model_id: str, step: Step, training: Training, user: CurrentUser) -> CheckpointFiles:
+    """Extension: the files of a checkpoint (a peft adapter folder, or whole weights), with their
+    sizes and SHA-256 digests; each is read at ``.../files/{name}``."""
+    base_model, folder = _folder(training, user, model_id, step)
+    return CheckpointFiles(
+        model_id=model_id,
+        step=step,
+        base_model=base_model,
+        format="peft-lora" if lora.is_adapter(folder) else "full",
+        files=manifest(folder),
+    )
+
+
+@router.get("/{model_id}/checkpoints/{step}/files/{name}", response_class=FileResponse)
+def checkpoint_file(
+    model_id: str, step: Step, name: str, training: Training, user: CurrentUser
+) -> FileResponse:
+    """Extension: one file of a checkpoint, as bytes."""
+    _, folder = _folder(training, user, model_id, step)
+    files = {f.name for f in folder.iterdir() if f.is_file()}
+    if name not in files:
+        raise NotFound(f"Checkpoint step {step} of model {model_id} has no file {name!r}")
+    return FileResponse(folder / name, media_type="application/octet-stream", filename=name)

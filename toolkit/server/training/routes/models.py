@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from ....types.training import DeleteModelResponse, Model, ModelCreate
 from ...auth import CurrentUser
 from ...errors import Unprocessable
+from .. import lora
 from ..context import Training
 
 router = APIRouter(prefix="/v1/preview/models")
@@ -20,12 +21,21 @@ def create_model(
     training: Training,
     user: CurrentUser,
 ) -> Model:
-    if req.base_model not in training.base_models:
+    spec = training.base_models.get(req.base_model)
+    if spec is None:
         raise Unprocessable(
             ["body", "base_model"],
             f"unknown base model {req.base_model!r}; served: {', '.join(training.base_models)}",
         )
-    model, _ = training.models.create(user, req)
+    settings = lora.settings_for(req)
+    unknown = lora.unknown_targets(settings, spec.folder) if settings else []
+    if unknown:
+        raise Unprocessable(
+            ["body", "lora_config", "target_modules"],
+            f"{', '.join(unknown)}: no such linear layer in {req.base_model}; its layers end in"
+            f" {', '.join(lora.suffixes(spec.folder))}",
+        )
+    model, _ = training.models.create(user, req, settings)
     return model
 
 
@@ -55,7 +65,8 @@ def delete_model(
     user: CurrentUser,
 ) -> DeleteModelResponse:
     checkpoints, artifacts, trajectories, paths = training.models.delete(user, model_id)
-    for path in paths:
+    training.runner.files.remove_model(model_id)
+    for path in paths:  # the uploaded artifacts' folders (checkpoints live under the model's folder)
         shutil.rmtree(path, ignore_errors=True)
     return DeleteModelResponse(
         model_id=model_id,

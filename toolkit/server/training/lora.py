@@ -1,0 +1,113 @@
+"""LoRA adapters through peft: which base modules an adapter may target, a fresh adapter on a base
+model, a checkpoint's adapter loaded back, and a checkpoint written as a standard peft folder
+(``adapter_config.json`` + ``adapter_model.safetensors``, exactly what ``save_pretrained`` writes).
+
+peft is imported when an adapter is first made or read, so a server that only fully fine-tunes
+never pays for it.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
+
+from ...types.training import LoRAConfig, ModelCreate
+from ..engine.model import ADAPTER_CONFIG, BUILTIN_NAME
+
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
+
+ADAPTER_SEED = 0  # a fresh adapter's A matrices are the same on every machine and for every model
+
+
+def settings_for(req: ModelCreate) -> LoRAConfig | None:
+    """How a new model trains: the given ``lora_config``; full fine-tuning when asked; else a LoRA
+    adapter with ART's defaults, except on the built-in model, which is fully fine-tuned by default
+    (it starts from random weights, which a low-rank adapter cannot move far enough: docs/training.md)."""
+    if req.full_finetuning:
+        return None
+    if req.lora_config is not None:
+        return req.lora_config
+    if req.full_finetuning is None and req.base_model == BUILTIN_NAME:
+        return None
+    return LoRAConfig()
+
+
+def peft_config(settings: LoRAConfig, base_model: str) -> LoraConfig:
+    """The peft ``LoraConfig`` of ``settings`` (ART's names mapped to peft's)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        base_model_name_or_path=base_model,
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+        use_rslora=settings.use_rslora,
+        bias="none",
+    )
+
+
+@cache
+def adaptable_modules(folder: Path) -> frozenset[str]:
+    """Names of the linear layers of the model in ``folder`` that an adapter may target: every
+    ``nn.Linear`` but the output head (vLLM refuses adapters on it). Built on the meta device, so
+    no weight is read or allocated."""
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    head = model.get_output_embeddings()
+    linears = (name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not head)
+    return frozenset(linears)
+
+
+def unknown_targets(settings: LoRAConfig, folder: Path) -> list[str]:
+    """The ``target_modules`` that name no adaptable layer of the base model (peft matches a target
+    against the end of a module's dotted name)."""
+    names = adaptable_modules(folder)
+    return [t for t in settings.target_modules if not any(n == t or n.endswith("." + t) for n in names)]
+
+
+def suffixes(folder: Path) -> list[str]:
+    """The distinct last parts of the adaptable layers' names, for error messages."""
+    return sorted({name.rsplit(".", 1)[-1] for name in adaptable_modules(folder)})
+
+
+def attach(model: PreTrainedModel, settings: LoRAConfig, base_model: str) -> PeftModel:
+    """A fresh adapter on ``model`` (B = 0, so it computes exactly what the base does), trainable.
+    The base weights are frozen; ``model`` itself gains the LoRA layers."""
+    from peft import get_peft_model
+
+    model.name_or_path = base_model  # else peft records the folder the weights were read from
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(ADAPTER_SEED)
+        return get_peft_model(model, peft_config(settings, base_model))
+
+
+def load(model: PreTrainedModel, folder: Path, *, trainable: bool) -> PeftModel:
+    """The adapter saved in ``folder``, on ``model``."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, folder, is_trainable=trainable)
+
+
+def merged(model: PreTrainedModel, folder: Path) -> PreTrainedModel:
+    """``model`` with the adapter of ``folder`` folded into its weights (for inference only)."""
+    merged_model: PreTrainedModel = load(model, folder, trainable=False).merge_and_unload()
+    merged_model.eval()
+    return merged_model
+
+
+def save(adapter: PeftModel, folder: Path) -> None:
+    """Write the adapter as peft does (``save_embedding_layers=False``: the embeddings are never
+    adapted here, and peft's automatic check would look the base model up on the Hub)."""
+    adapter.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
+
+
+def is_adapter(folder: Path) -> bool:
+    return (folder / ADAPTER_CONFIG).exists()
