@@ -30,6 +30,7 @@ class Prepared:
 
     req: ChatCompletionRequest
     job: Request
+    engine: Engine  # the engine of the base model that serves it
     model: str
     id: str
     created: int
@@ -50,8 +51,7 @@ def prepare(
     r = parse_request(body)
     if stream is not None and bool(r.stream) != stream:
         r.stream = stream
-    engine: Engine = chat.engine
-    weights = resolve_model(chat, user, r.model, project)
+    engine, weights = resolve_model(chat, user, r.model, project)
     if r.priority != 0 and not engine.priority_scheduling:
         raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
     check_tool_choice(r)
@@ -60,7 +60,7 @@ def prepare(
             "Per-request mm_processor_kwargs are disabled by default: the served model takes text only.",
             "mm_processor_kwargs",
         )
-    prompt = engine.codec.encode(_render(chat, r), add_special_tokens=r.add_special_tokens)
+    prompt = engine.codec.encode(_render(chat, engine, r), add_special_tokens=r.add_special_tokens)
     max_len = engine.spec.max_model_len
     if r.truncate_prompt_tokens is not None:
         if r.truncate_prompt_tokens > max_len:
@@ -143,6 +143,7 @@ def prepare(
     return Prepared(
         req=r,
         job=job,
+        engine=engine,
         model=name,
         id=f"chatcmpl-{request_id}",
         created=int(time.time()),
@@ -154,9 +155,8 @@ def prepare(
     )
 
 
-def _render(chat: ChatContext, r: ChatCompletionRequest) -> str:
+def _render(chat: ChatContext, engine: Engine, r: ChatCompletionRequest) -> str:
     """The prompt text: the served model's chat template (or a trusted request's own), in the sandbox."""
-    engine: Engine = chat.engine
     kwargs = dict(r.chat_template_kwargs or {})
     requested = r.chat_template or kwargs.pop("chat_template", None)
     if requested and not chat.trust_request_chat_template:
