@@ -214,3 +214,31 @@ def test_the_hub_cache_snapshot_is_what_is_served(
     (moved / f"models--{HUB_ID.replace('/', '--')}" / "refs" / "main").unlink()
     with pytest.raises(BaseModelError, match="not in the Hugging Face cache"):
         resolve_folder(BaseSource(HUB_ID), cache_dir=moved)
+
+
+def test_lora_checkpoints_are_served_on_their_base_as_soon_as_written(
+    served: LocalServer, http: httpx.Client, models: dict[str, Any]
+) -> None:
+    """A model on the ``qwen3`` alias whose checkpoints are peft adapter folders (as LoRA training
+    writes them): each step is served the moment its row exists, no restart, through peft's forward."""
+    from toolkit.server.store.db import Database
+    from toolkit.server.store.migrations import MIGRATIONS
+    from toolkit.server.store.models import Models
+
+    r = http.post("/v1/preview/models", json={"project": "lora", "name": "agent", "base_model": "qwen3"})
+    assert r.status_code == 200, r.text
+    model_id = r.json()["id"]
+    db = Database(served.data_dir / "toolkit.db", MIGRATIONS)
+    answers = {}
+    for step in (1, 2):
+        folder = served.data_dir / "checkpoints" / model_id / f"{step:04d}"
+        write_adapter(models["folders"]["qwen3"], folder, seed=100 + step, r=8)
+        Models(db).add_checkpoint(model_id, step, str(folder), {})
+        prompt, tokens = complete(http, f"agent:step{step}")
+        assert tokens == greedy(peft_model(models["folders"]["qwen3"], folder), prompt, TOKENS)
+        assert complete(http, "agent") == (prompt, tokens)  # the latest step
+        answers[step] = tokens
+    db.close()
+    assert answers[1] != answers[2]
+    cards = {c["id"]: c for c in http.get("/v1/models").json()["data"]}
+    assert (cards["agent"]["parent"], cards["agent:step2"]["parent"]) == ("qwen3", "agent")
