@@ -13,6 +13,8 @@ the cases run ``--repeats`` times interleaved, each keeping its best round (the 
 varies). With more than one adapter in a batch, both ways of applying them are measured: a pair of
 matmuls per adapter over its rows (``grouped``) and per-row gathered weights in batched matmuls
 (``gathered``); the engine switches from the first to the second above ``GROUPED_UP_TO`` adapters.
+Last, each case's forward step alone (the base runner's decode over the 16 rows, best of 9): the
+LoRA cost without the scheduler and with less noise from the machine's load.
 ``--smoke``: a 2-layer model and 4 tokens (under a minute; CI checks that the script runs). Prints a
 Markdown table (the figures of docs/performance.md).
 """
@@ -131,11 +133,31 @@ async def decode_round(
     return produced / (end - start), (produced - len(results)) / (end - prefilled)
 
 
+def step_ms(engine: Engine, prompt: list[int], weights: list[Weights], grouped_up_to: int) -> float:
+    """The base runner's decode step over ``CONCURRENT`` rows through ``weights``' adapter slots, alone
+    (best of 9; the engine thread idle, the adapters resident): the forward without scheduling."""
+    adapter_stack.GROUPED_UP_TO = grouped_up_to
+    routes = [engine.weights.route(w, 1, ()) for w in weights]
+    slots = [route.adapter for route in routes if route is not None]
+    runner = engine.weights.base
+    cache = runner.new_cache()
+    cache.reserve(len(slots), len(prompt) + 1)
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        runner.decode(cache, [prompt[-1]] * len(slots), [len(prompt)] * len(slots), slots)
+        times.append(time.perf_counter() - start)
+    for route in routes:
+        if route is not None:
+            engine.weights.release(route)
+    return min(times[1:]) * 1000
+
+
 def serving(
     device: str, tokens: int, rank: int, smoke: bool, threads: int, repeats: int
-) -> list[tuple[str, float, float]]:
-    """(row label, tokens/s, decode tokens/s) for the base alone and each adapter spread (and way of
-    applying them)."""
+) -> list[tuple[str, float, float, float]]:
+    """(row label, tokens/s, decode tokens/s, forward step ms) for the base alone and each adapter
+    spread (and way of applying them)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = base_config(smoke)
@@ -177,9 +199,13 @@ def serving(
                     rate, decode = asyncio.run(decode_round(engine, prompt, weights, tokens))
                     was = best.get(label, (0.0, 0.0))
                     best[label] = (max(was[0], rate), max(was[1], decode))
+            steps = {
+                label: step_ms(engine, prompt, weights, grouped_up_to)
+                for label, weights, grouped_up_to in cases
+            }
         finally:
             engine.stop()
-        rows = [(label, *best[label]) for label, _, _ in cases]
+        rows = [(label, *best[label], steps[label]) for label, _, _ in cases]
         print(
             f"{params / 1e6:.0f}M parameters on {engine.status.device} ({engine.status.dtype}), rank "
             f"{rank}, {CONCURRENT} concurrent requests of {len(prompt)} prompt + {tokens} new tokens, "
@@ -200,12 +226,16 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a 2-layer model, 4 tokens, 1 round, for CI")
     args = parser.parse_args()
     tokens, repeats = (4, 1) if args.smoke else (args.tokens, args.repeats)
+    torch.set_num_threads(args.threads)  # the forward-step timing runs in this thread
     rows = serving(args.device, tokens, args.rank, args.smoke, args.threads, repeats)
-    _, base, base_decode = rows[0]
-    print("| requests on | tokens/s | time vs base | decode tokens/s | decode time vs base |")
-    print("|---|---|---|---|---|")
-    for label, rate, decode in rows:
-        print(f"| {label} | {rate:.0f} | {base / rate:.2f}x | {decode:.0f} | {base_decode / decode:.2f}x |")
+    _, base, base_decode, base_step = rows[0]
+    print("| requests on | tokens/s | vs base | decode tokens/s | vs base | forward step ms | vs base |")
+    print("|---|---|---|---|---|---|---|")
+    for label, rate, decode, step in rows:
+        print(
+            f"| {label} | {rate:.0f} | {base / rate:.2f}x | {decode:.0f} | {base_decode / decode:.2f}x "
+            f"| {step:.1f} | {step / base_step:.2f}x |"
+        )
 
 
 if __name__ == "__main__":
