@@ -1,5 +1,6 @@
-"""LoRA benchmarks. Serving half (``serving``): decode tokens/s of the engine for 16 concurrent
-requests spread over 1, 4 and 16 LoRA adapters, against the same 16 requests on the base model alone.
+"""LoRA benchmarks. Serving half (``bench_serving``; the training half, ``bench_training``, is the
+LoRA-training side's): decode tokens/s of the engine for 16 concurrent requests spread over 1, 4 and
+16 LoRA adapters, against the same 16 requests on the base model alone.
 
     .venv/bin/python bench/bench_lora.py [--device auto] [--tokens 64] [--rank 8] [--threads 2]
                                          [--repeats 3] [--smoke]
@@ -153,7 +154,7 @@ def step_ms(engine: Engine, prompt: list[int], weights: list[Weights], grouped_u
     return min(times[1:]) * 1000
 
 
-def serving(
+def bench_serving(
     device: str, tokens: int, rank: int, smoke: bool, threads: int, repeats: int
 ) -> list[tuple[str, float, float, float]]:
     """(row label, tokens/s, decode tokens/s, forward step ms) for the base alone and each adapter
@@ -214,6 +215,21 @@ def serving(
         return rows
 
 
+def serving_table(rows: list[tuple[str, float, float, float]]) -> str:
+    """The Markdown table of :func:`bench_serving`'s rows, ratios against the first (the base)."""
+    _, base, base_decode, base_step = rows[0]
+    lines = [
+        "| requests on | tokens/s | vs base | decode tokens/s | vs base | forward step ms | vs base |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, rate, decode, step in rows:
+        lines.append(
+            f"| {label} | {rate:.0f} | {base / rate:.2f}x | {decode:.0f} | {base_decode / decode:.2f}x "
+            f"| {step:.1f} | {step / base_step:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -227,15 +243,8 @@ def main() -> None:
     args = parser.parse_args()
     tokens, repeats = (4, 1) if args.smoke else (args.tokens, args.repeats)
     torch.set_num_threads(args.threads)  # the forward-step timing runs in this thread
-    rows = serving(args.device, tokens, args.rank, args.smoke, args.threads, repeats)
-    _, base, base_decode, base_step = rows[0]
-    print("| requests on | tokens/s | vs base | decode tokens/s | vs base | forward step ms | vs base |")
-    print("|---|---|---|---|---|---|---|")
-    for label, rate, decode, step in rows:
-        print(
-            f"| {label} | {rate:.0f} | {base / rate:.2f}x | {decode:.0f} | {base_decode / decode:.2f}x "
-            f"| {step:.1f} | {step / base_step:.2f}x |"
-        )
+    rows = bench_serving(args.device, tokens, args.rank, args.smoke, args.threads, repeats)
+    print(serving_table(rows))
 
 
 if __name__ == "__main__":
