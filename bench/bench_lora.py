@@ -1,139 +1,48 @@
-"""LoRA on a ~100M-parameter Qwen3-shaped model built from a config (random weights, no download).
+"""LoRA benchmarks on a ~100M-parameter Qwen3-shaped model built from a config (random weights, no
+download): serving (bench/lora_serving.py: tokens/s for 16 concurrent requests over 1, 4 and 16
+adapters versus the base alone) and training (bench/lora_training.py: step time and peak memory of
+LoRA versus full fine-tuning). Prints Markdown tables (the figures of docs/performance.md).
 
-    .venv/bin/python bench/bench_lora.py [--device cpu] [--smoke]
+    .venv/bin/python bench/bench_lora.py [--half serving|training|both] [--device auto]
+                                         [--tokens 64] [--rank 8] [--threads 2] [--repeats 3] [--smoke]
 
-Two halves, one function each:
-- ``bench_training``: SFT step time (wall clock, and CPU time of the process, which other load on
-  the machine disturbs less) and peak memory of a LoRA adapter (ART's defaults: r=8,
-  alpha=16, the 7 projections) versus full fine-tuning, through the server's own trainer
-  (``run_sft`` on a ``Policy``), each mode in a fresh process so that its peak memory is its own;
-- the serving half (tokens/s over many adapters) is the engine's.
-Prints a Markdown table (the figures for docs/performance.md). ``--smoke`` runs a tiny model in
-seconds (CI: the bench still runs).
+``--smoke``: tiny models in seconds (the test suite runs it, so a broken bench fails CI).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import resource
-import statistics
-import time
-from typing import Any
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from lora_serving import bench_serving, serving_table
+from lora_training import bench_training, training_table
 
-from toolkit.server.training import lora
-from toolkit.server.training.policy import TRAINER_THREADS, Policy
-from toolkit.server.training.sequences import Sample
-from toolkit.server.training.trainer import run_sft
-from toolkit.types.training import LoRAConfig
-
-# ~100M parameters (tied embeddings): 12 blocks of width 768, the shape of a small Qwen3
-FULL_SIZE: dict[str, Any] = {
-    "vocab_size": 32_000,
-    "hidden_size": 768,
-    "intermediate_size": 2048,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "num_key_value_heads": 4,
-    "head_dim": 64,
-    "tie_word_embeddings": True,
-}
-SMOKE_SIZE: dict[str, Any] = {
-    **FULL_SIZE,
-    "vocab_size": 512,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-}
-MODES = ("lora", "full")
-
-
-def _rss_mib() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _train(
-    mode: str, size: dict[str, Any], device: str, batch: int, length: int, steps: int
-) -> dict[str, Any]:
-    """One mode in this (fresh) process: build the model, then ``steps`` SFT steps after a warm-up."""
-    torch.set_num_threads(TRAINER_THREADS)
-    torch.manual_seed(0)
-    model = Qwen3ForCausalLM(Qwen3Config(**size)).to(device)
-    adapter = lora.attach(model, LoRAConfig(), "bench/qwen3-100m") if mode == "lora" else None
-    policy = Policy("bench", 0, model, adapter)
-    params = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in policy.parameters())
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    loaded = _rss_mib()
-    tokens = torch.randint(0, size["vocab_size"], (steps + 1, batch, length)).tolist()
-    batches = [[Sample(seq, [True] * length) for seq in step] for step in tokens]
-    times: list[tuple[float, float]] = []  # (wall, CPU) seconds of each step
-    last = (time.perf_counter(), time.process_time())
-
-    def on_step(_: dict[str, float]) -> None:
-        nonlocal last
-        if device == "cuda":
-            torch.cuda.synchronize()
-        now = (time.perf_counter(), time.process_time())
-        times.append((now[0] - last[0], now[1] - last[1]))
-        last = now
-
-    run_sft(policy, batches, [1e-4] * len(batches), pad_id=0, chunk_size=length, on_step=on_step)
-    peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else _rss_mib() - loaded
-    return {
-        "mode": mode,
-        "params_m": params / 1e6,
-        "trainable_m": trainable / 1e6,
-        "step_s": statistics.median(t[0] for t in times[1:]),  # the first step warms up
-        "cpu_s": statistics.median(t[1] for t in times[1:]),
-        "peak_mib": peak,
-    }
-
-
-def bench_training(
-    *, device: str = "cpu", smoke: bool = False, batch: int = 2, length: int = 128, steps: int = 4
-) -> list[dict[str, Any]]:
-    """SFT step time (median, seconds) and peak memory (MiB: CUDA allocations, or on CPU the growth
-    of the peak resident memory over the loaded model: gradients, AdamW state, activations) of a
-    LoRA adapter and of full fine-tuning, each in its own process."""
-    size = SMOKE_SIZE if smoke else FULL_SIZE
-    if smoke:
-        batch, length, steps = 2, 16, 2
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1, maxtasksperchild=1) as pool:
-        return [pool.apply(_train, (mode, size, device, batch, length, steps)) for mode in MODES]
-
-
-def training_table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| training | parameters (M) | trainable (M) | SFT step, wall (s) | SFT step, CPU (s)"
-        " | peak memory (MiB) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        name = "LoRA r=8, 7 projections" if r["mode"] == "lora" else "full fine-tuning"
-        lines.append(
-            f"| {name} | {r['params_m']:.1f} | {r['trainable_m']:.2f} | {r['step_s']:.2f} | {r['cpu_s']:.2f}"
-            f" | {r['peak_mib']:.0f} |"
-        )
-    return "\n".join(lines)
+from toolkit.server.engine.device import pick_placement
+from toolkit.server.engine.engine import ENGINE_THREADS
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--smoke", action="store_true", help="a tiny model, in seconds")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--half", choices=("serving", "training", "both"), default="both")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda[:N] or mps")
+    parser.add_argument("--tokens", type=int, default=64, help="serving: new tokens per request")
+    parser.add_argument("--rank", type=int, default=8, help="serving: adapter rank")
+    parser.add_argument(
+        "--threads", type=int, default=ENGINE_THREADS, help="serving: the engine's torch threads"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="serving: rounds per case (the best is kept)")
+    parser.add_argument("--smoke", action="store_true", help="tiny models, one round, for CI")
     args = parser.parse_args()
-    rows = bench_training(device=args.device, smoke=args.smoke)
-    print(training_table(rows))
+    if args.half in ("serving", "both"):
+        tokens, repeats = (4, 1) if args.smoke else (args.tokens, args.repeats)
+        torch.set_num_threads(args.threads)  # the forward-step timing runs in this thread
+        rows = bench_serving(args.device, tokens, args.rank, args.smoke, args.threads, repeats)
+        print(serving_table(rows))
+    if args.half in ("training", "both"):
+        device = str(pick_placement(args.device).device)
+        print(training_table(bench_training(device=device, smoke=args.smoke)))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from .client.local_server import (
     EXIT_MISSING_EXTRA,
@@ -40,21 +41,57 @@ def _server_extra() -> Iterator[None]:
 def _serve(args: argparse.Namespace) -> int:
     with _server_extra():
         from .server.app import serve
+        from .server.engine.device import DeviceError
+        from .server.engine.sources import AdapterSource, BaseModelError, BaseSource
         from .server.settings import Settings
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings(
-        data_dir=data_dir(args.data_dir),
-        host=args.host,
-        port=args.port,
-        api_key=args.api_key,
-        base_model=Path(args.base_model).resolve() if args.base_model else None,
-        trust_request_chat_template=args.trust_request_chat_template,
-        priority_scheduling=args.scheduling_policy == "priority",
-        max_num_seqs=args.max_num_seqs,
-    )
-    serve(settings)
+    try:
+        settings = Settings(
+            data_dir=data_dir(args.data_dir),
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key,
+            base_models=[BaseSource.parse(value) for value in args.base_model or []],
+            lora_modules=[AdapterSource.parse(value) for value in args.lora_modules or []],
+            device=args.device,
+            max_lora_bytes=args.max_lora_memory * 2**20,
+            trust_request_chat_template=args.trust_request_chat_template,
+            priority_scheduling=args.scheduling_policy == "priority",
+            max_num_seqs=args.max_num_seqs,
+        )
+        serve(settings)
+    except (BaseModelError, DeviceError) as exc:
+        print(f"toolkit serve: {exc}", file=sys.stderr)  # one line, the last of server.log
+        return 2
     return 0
+
+
+LIST_OPTIONS = ("base_model", "lora_modules")
+
+
+def serve_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The options of a ``--config`` file (YAML or JSON: long option names as keys, values as on the
+    command line, lists for ``base-model`` and ``lora-modules``), as argparse destinations. An option
+    also given on the command line takes the command line's value."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        parser.error(f"--config {path}: {exc}")
+    if not isinstance(loaded, dict):
+        parser.error(f"--config {path}: expected a mapping of option names to values")
+    known = {a.dest for a in parser._actions}
+    options: dict[str, Any] = {}
+    for key, value in loaded.items():
+        dest = str(key).removeprefix("--").replace("-", "_")
+        if dest not in known or dest in ("help", "config"):
+            parser.error(f"--config {path}: unknown option {key!r}")
+        if dest in LIST_OPTIONS:
+            value = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        options[dest] = value
+    return options
 
 
 def _keys_create(args: argparse.Namespace) -> int:
@@ -167,7 +204,40 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument(
         "--api-key", default=None, help="key of the local user (default: kept in the data folder)"
     )
-    serve.add_argument("--base-model", default=None, help="serve this Hugging Face causal-LM folder instead")
+    serve.add_argument(
+        "--base-model",
+        action="append",
+        metavar="SOURCE[=NAME[,NAME...]]",
+        help="a base model to serve instead of the built-in one: a Hugging Face hub id (from the hub "
+        "cache, downloaded unless HF_HUB_OFFLINE is set) or a folder, under its own name or the NAMEs "
+        "given; repeat for several (the first is the default)",
+    )
+    serve.add_argument(
+        "--lora-modules",
+        nargs="+",
+        action="extend",
+        metavar="NAME=PATH",
+        help='peft adapter folders served by name (also vLLM\'s JSON form {"name", "path", '
+        '"base_model_name"}); on the first base model unless base_model_name says otherwise',
+    )
+    serve.add_argument(
+        "--device",
+        default="auto",
+        help="auto (an accelerator if present, else the CPU), cpu, cuda, cuda:N or mps (default: auto)",
+    )
+    serve.add_argument(
+        "--max-lora-memory",
+        type=int,
+        default=1024,
+        metavar="MIB",
+        help="memory for resident LoRA adapters per base model; the least recently used idle ones "
+        "leave first (default: 1024)",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML or JSON file of serve options (long names as keys); the command line wins",
+    )
     serve.add_argument(
         "--trust-request-chat-template",
         action="store_true",
@@ -206,7 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--notebooks", default="notebooks")
     lab.set_defaults(func=_lab)  # any other argument of `toolkit lab` goes to jupyter lab
 
+    config = _config_argument(argv)
+    from_file = serve_config(config, serve) if config else {}
+    serve.set_defaults(**{k: v for k, v in from_file.items() if k not in LIST_OPTIONS})
     args, extra = parser.parse_known_args(argv)
+    for dest in LIST_OPTIONS:  # not argparse defaults: appending would add to the file's list
+        if dest in from_file and getattr(args, dest, None) is None:
+            setattr(args, dest, from_file[dest])
     if extra and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.jupyter_args = extra
@@ -216,6 +292,17 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)  # one line; `tk.connect()` shows it when the server it starts exits
         return EXIT_MISSING_EXTRA
     return result
+
+
+def _config_argument(argv: list[str] | None) -> str | None:
+    """The ``--config FILE`` of a ``serve`` command line, if any (read before the full parse)."""
+    words = sys.argv[1:] if argv is None else argv
+    if not words or words[0] != "serve":
+        return None
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    found, _ = pre.parse_known_args(words[1:])
+    return str(found.config) if found.config else None
 
 
 if __name__ == "__main__":

@@ -43,7 +43,15 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any]]] = [
 def test_health(http: httpx.Client) -> None:
     r = http.get("/v1/health")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "version": "0.1.0"}
+    body = r.json()
+    assert (body["status"], body["version"]) == ("ok", "0.1.0")
+    [base] = body["models"]  # the built-in model, on the CPU (its memory: tests/server/engine)
+    assert (base["name"], base["source"], base["device"], base["dtype"]) == (
+        BUILTIN_NAME,
+        BUILTIN_NAME,
+        "cpu",
+        "float32",
+    )
 
 
 def test_system_check_shape(http: httpx.Client) -> None:
@@ -177,13 +185,12 @@ def test_unknown_route_is_404_in_the_training_shape(http: httpx.Client) -> None:
 
 def test_accelerator_check_runs_on_the_device() -> None:
     """The check does real work on the device: one that cannot compute is a failure that says why."""
-    import torch
 
     from toolkit.server.service_routes import accelerator_check
 
-    cpu = accelerator_check(torch.device("cpu"))
+    cpu = accelerator_check("cpu")
     assert (cpu.success, cpu.error, cpu.device) == (True, None, "cpu")
-    meta = accelerator_check(torch.device("meta"))  # tensors without data: no result to read
+    meta = accelerator_check("meta")  # tensors without data: no result to read
     assert (meta.success, meta.device) == (False, "meta")
     assert meta.error is not None and meta.error.startswith("RuntimeError")
 
@@ -198,7 +205,7 @@ def test_services_are_typed_and_never_optional() -> None:
 
     parts = {cls: typing.get_type_hints(cls) for cls in (Services, ChatContext, TrainingContext)}
     assert {"chat", "training", "traces", "job_worker", "users"} <= set(parts[Services])
-    assert {"engine", "models", "usage"} <= set(parts[ChatContext])
+    assert {"served", "models", "usage"} <= set(parts[ChatContext])
     assert {"runner", "models", "logs", "artifacts"} <= set(parts[TrainingContext])
     for hints in parts.values():
         for name, hint in hints.items():

@@ -19,8 +19,9 @@ from . import service_routes
 from .body_size_limit import BodySizeLimit
 from .chat import routes as chat
 from .chat.context import ChatContext
-from .engine.engine import Engine
-from .engine.model import BaseModelSpec, ensure_builtin, from_folder
+from .engine.device import pick_placement
+from .engine.model import BaseModelSpec, base_spec, ensure_builtin
+from .engine.served import ServedModels
 from .errors import install_handlers
 from .settings import Settings
 from .state import Services
@@ -45,26 +46,39 @@ log = logging.getLogger("toolkit.server")
 LOCAL_USER = "local"
 
 
-def open_services(settings: Settings) -> Services:
-    """Open the stores, load and start the engine, start the job worker and the training runner."""
+def base_models(settings: Settings) -> list[BaseModelSpec]:
+    """The specs of the served base models (hub ids found in the cache or downloaded; nothing is
+    loaded yet): ``--base-model`` values, else the built-in model. A ``BaseModelError`` says why one
+    cannot be served."""
+    if not settings.base_models:
+        return [ensure_builtin(settings.data_dir)]
+    return [base_spec(source) for source in settings.base_models]
+
+
+def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) -> Services:
+    """Open the stores, start the engines (each loads its base model on first use), the job worker
+    and the training runner."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    placement = pick_placement(settings.device)  # serving and training on the same device
+    served = ServedModels(
+        bases if bases is not None else base_models(settings),
+        settings.lora_modules,
+        placement=placement,
+        max_num_seqs=settings.max_num_seqs,
+        priority_scheduling=settings.priority_scheduling,
+        lora_bytes=settings.max_lora_bytes,
+    )
     db = Database(settings.db_path, MIGRATIONS)
     models = Models(db)
-    base: BaseModelSpec = (
-        from_folder(settings.base_model) if settings.base_model else ensure_builtin(settings.data_dir)
-    )
-    base_models = {base.name: base}
-    engine = Engine.for_model(
-        base, max_num_seqs=settings.max_num_seqs, priority_scheduling=settings.priority_scheduling
-    )
-    engine.start()
+    base_models_by_name = served.specs
+    served.start()
     job_worker = JobWorker()
     svc = Services(
         settings=settings,
         db=db,
         users=Users(db),
         chat=ChatContext(
-            engine=engine,
+            served=served,
             models=models,
             usage=ChatUsage(db),
             trust_request_chat_template=settings.trust_request_chat_template,
@@ -73,8 +87,10 @@ def open_services(settings: Settings) -> Services:
             models=models,
             logs=TrajectoryLogs(db, models, rollup),
             artifacts=Artifacts(db, settings.data_dir / "artifacts"),
-            runner=TrainingRunner(db, models, Jobs(db), job_worker, base_models, settings.checkpoints_dir),
-            base_models=base_models,
+            runner=TrainingRunner(
+                db, models, Jobs(db), job_worker, base_models_by_name, settings.checkpoints_dir, placement
+            ),
+            base_models=base_models_by_name,
         ),
         job_worker=job_worker,
         traces=TraceService(settings.data_dir / "traces.db"),
@@ -98,10 +114,12 @@ def ensure_local_key(svc: Services) -> str:
     return key
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> FastAPI:
+    """The app; ``bases``: the base models' specs if already resolved (else at start-up)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        svc = open_services(settings)
+        svc = open_services(settings, bases)
         svc.publish(app.state)
         # Objects built at start-up are never scanned again, and request-sized bursts of objects (a
         # batch of 1000 trace calls) trigger fewer collections: ingest runs ~2.5x faster.
@@ -113,7 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             withdraw(settings.server_file)
-            svc.chat.engine.stop()
+            svc.chat.served.stop()
             svc.training.runner.stop()
             svc.job_worker.stop()
             svc.traces.close()
@@ -132,8 +150,11 @@ def create_app(settings: Settings) -> FastAPI:
 
 def serve(settings: Settings) -> None:
     """Bind (port 0 picks a free port) and serve until stopped; ``server.json`` names the URL while
-    the server is ready (written after start-up, removed at shutdown)."""
+    the server is ready (written after start-up, removed at shutdown). The base models and the
+    device are checked before binding: a ``BaseModelError`` or ``DeviceError`` says what is wrong."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    pick_placement(settings.device)
+    bases = base_models(settings)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on such sockets (else Nagle adds ~40 ms a request)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -141,7 +162,7 @@ def serve(settings: Settings) -> None:
     sock.bind((settings.host, settings.port))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     settings.url = f"http://{host}:{sock.getsockname()[1]}"
-    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_keep_alive=30)
+    config = uvicorn.Config(create_app(settings, bases), log_level="warning", timeout_keep_alive=30)
     log.warning("toolkit server listening on %s (data: %s)", settings.url, settings.data_dir)
     uvicorn.Server(config).run(sockets=[sock])
 

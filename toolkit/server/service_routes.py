@@ -1,4 +1,5 @@
-"""Service routes: health, the system check and the servable-model list (``/v1/models``)."""
+"""Service routes: health (with the served base models and what their engines hold), the system check
+and the servable-model list (``/v1/models``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from .._version import __version__
 from ..types.chat import ModelCard, ModelCardList
-from ..types.training import AcceleratorCheck, ComponentCheck, Health, SystemCheck
+from ..types.training import AcceleratorCheck, ComponentCheck, Health, ServedBaseModel, SystemCheck
 from .auth import current_user
 from .state import Services, services
 from .store.users import User
@@ -19,21 +20,40 @@ router = APIRouter()
 
 
 @router.get("/v1/health", response_model=Health)
-def health(_: User = Depends(current_user)) -> Health:
-    return Health(version=__version__)
+def health(svc: Services = Depends(services), _: User = Depends(current_user)) -> Health:
+    """Up, the version, and each base model: loaded or not, on which device, and its memory."""
+    models = [
+        ServedBaseModel(
+            name=base.spec.name,
+            aliases=list(base.spec.aliases),
+            source=base.spec.source,
+            loaded=base.engine.loaded,
+            device=base.engine.device,
+            dtype=base.engine.dtype,
+            parameter_bytes=base.engine.parameter_bytes,
+            kv_cache_bytes=base.engine.kv_cache_bytes,
+            adapters=base.engine.adapters,
+            adapter_bytes=base.engine.adapter_bytes,
+            checkpoints=base.engine.checkpoints,
+            running=base.engine.running,
+            waiting=base.engine.waiting,
+        )
+        for base in svc.chat.served.status()
+    ]
+    return Health(version=__version__, models=models)
 
 
 @router.get("/v1/system-check", response_model=SystemCheck, responses={503: {"model": SystemCheck}})
 def system_check(svc: Services = Depends(services), _: User = Depends(current_user)) -> JSONResponse:
-    """The database's integrity, the training job worker (``cpu_queue``) and the device the engine
-    runs on (``gpu_queue``); 503 when one of them fails."""
+    """The database's integrity, the training job worker (``cpu_queue``) and the device the engines
+    run on (``gpu_queue``); 503 when one of them fails."""
     probe = svc.job_worker.probe()
     cpu = ComponentCheck(success=probe.success, duration_ms=probe.duration_ms, error=probe.error)
     result = SystemCheck(
         api=True,
         database=database_check(svc),
         cpu_queue=cpu,
-        gpu_queue=accelerator_check(svc.chat.engine.device),
+        gpu_queue=accelerator_check(svc.chat.served.default.status.device),
     )
     ok = result.database.success and result.cpu_queue.success and result.gpu_queue.success
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if ok else 503)
@@ -49,8 +69,9 @@ def database_check(svc: Services) -> ComponentCheck:
     return ComponentCheck(success=ok, duration_ms=(time.perf_counter() - start) * 1000, error=error)
 
 
-def accelerator_check(device: torch.device) -> AcceleratorCheck:
-    """One small tensor operation on the device the engine really uses."""
+def accelerator_check(device: str) -> AcceleratorCheck:
+    """One small tensor operation on the device the engine really uses (its weights' device once
+    loaded, e.g. ``cuda:0``)."""
     start = time.perf_counter()
     try:
         torch.ones(1, device=device).add_(1).item()
@@ -61,23 +82,38 @@ def accelerator_check(device: torch.device) -> AcceleratorCheck:
         success=error is None,
         duration_ms=(time.perf_counter() - start) * 1000,
         error=error,
-        device=str(device),
+        device=device,
     )
 
 
 @router.get("/v1/models", response_model=ModelCardList)
 def list_models(svc: Services = Depends(services), user: User = Depends(current_user)) -> ModelCardList:
-    """Base models, then each of the user's models (latest) and every checkpoint as ``name:step<N>``."""
+    """Base models under each of their names (``root``: the hub id or folder), adapters served by
+    name (``root``: their folder, ``parent``: their base, as vLLM lists them), then each of the
+    user's models on a served base (latest) and every checkpoint as ``name:step<N>``."""
     started = int(svc.settings.data_dir.stat().st_mtime)
+    served = svc.chat.served
     cards = [
-        ModelCard(id=name, created=started, root=name, max_model_len=spec.max_model_len)
-        for name, spec in svc.training.base_models.items()
+        ModelCard(id=name, created=started, root=spec.source, max_model_len=spec.max_model_len)
+        for name, spec in served.specs.items()
+    ]
+    cards += [
+        ModelCard(
+            id=adapter.name,
+            created=started,
+            root=str(adapter.folder),
+            parent=adapter.engine.spec.name,
+            max_model_len=adapter.engine.spec.max_model_len,
+        )
+        for adapter in served.adapters.values()
     ]
     seen: set[str] = set()
     for checkpoint in svc.training.models.servable(user):
         created = int(checkpoint.created_at.timestamp())
-        spec = svc.training.base_models.get(checkpoint.base_model)
-        max_len = spec.max_model_len if spec else None
+        spec = served.specs.get(checkpoint.base_model)
+        if spec is None:  # its base model is not served by this server
+            continue
+        max_len = spec.max_model_len
         if checkpoint.name not in seen:
             seen.add(checkpoint.name)
             cards.append(

@@ -1,9 +1,12 @@
-"""Server settings: where the data lives, who may connect, which base model is served."""
+"""Server settings: where the data lives, who may connect, which models are served and where."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .engine.engine import LORA_BYTES
+from .engine.sources import AdapterSource, BaseSource
 
 DEFAULT_PORT = 8321
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -15,7 +18,11 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     api_key: str | None = None
-    base_model: Path | None = None
+    # base models by hub id or folder (the first is the default); none: the built-in tiny model
+    base_models: list[BaseSource] = field(default_factory=list)
+    lora_modules: list[AdapterSource] = field(default_factory=list)  # adapters served by name
+    device: str = "auto"  # auto | cpu | cuda[:N] | mps (engine/device.py)
+    max_lora_bytes: int = LORA_BYTES  # resident LoRA adapters per base model, least recently used out
     trust_request_chat_template: bool = False
     priority_scheduling: bool = False
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait

@@ -427,9 +427,32 @@ class Artifact(WireModel):
 # ----------------------------------------------------------------------------- service
 
 
+class ServedBaseModel(WireModel):
+    """A base model the local server serves (extension of ``GET /v1/health``): its names, where it
+    comes from, and what its engine holds. Weights load on first use, so ``loaded`` is false until a
+    chat request (or named adapter, or checkpoint) needs them; the byte counts are then those of the
+    parameters (base and whole-weight checkpoints), the KV caches (running sequences and prefix
+    cache) and the resident LoRA adapters."""
+
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    source: str
+    loaded: bool
+    device: str
+    dtype: str
+    parameter_bytes: int = 0
+    kv_cache_bytes: int = 0
+    adapters: int = 0
+    adapter_bytes: int = 0
+    checkpoints: int = 0  # whole-weight checkpoints loaded beside the base
+    running: int = 0  # sequences decoding
+    waiting: int = 0  # requests queued
+
+
 class Health(WireModel):
     status: Literal["ok"] = "ok"
     version: str | None = None
+    models: list[ServedBaseModel] | None = None  # extension: the local server's base models
 
 
 class ComponentCheck(WireModel):

@@ -55,10 +55,10 @@ def test_runner_matches_transformers_forward(spec) -> None:  # type: ignore[no-u
     assert full is not None and torch.allclose(full, reference[: len(prompt)], atol=1e-4)
     assert torch.allclose(last[0], reference[len(prompt) - 1], atol=1e-4)
     cache.copy_slot(0, 1, len(prompt))  # a second row sharing the prompt (n > 1, prefix cache)
-    step1 = runner.decode(cache, torch.tensor([65, 65]), torch.tensor([len(prompt), len(prompt)]))
+    step1 = runner.decode(cache, [65, 65], [len(prompt), len(prompt)])
     assert torch.allclose(step1[0], reference[len(prompt)], atol=1e-4)
     assert torch.allclose(step1[1], reference[len(prompt)], atol=1e-4)
-    step2 = runner.decode(cache, torch.tensor([66, 66]), torch.tensor([len(prompt) + 1] * 2))
+    step2 = runner.decode(cache, [66, 66], [len(prompt) + 1] * 2)
     assert torch.allclose(step2[0], reference[len(prompt) + 1], atol=1e-4)
 
 
@@ -72,7 +72,7 @@ def test_batched_prefill_of_different_lengths_and_cached_prefixes(spec) -> None:
     with torch.no_grad():
         assert torch.allclose(last[0], model(torch.tensor([short])).logits[0, -1], atol=1e-4)
         assert torch.allclose(last[1], model(torch.tensor([long])).logits[0, -1], atol=1e-4)
-    step = runner.decode(cache, torch.tensor([0, 1, 2]), torch.tensor([0, len(short), len(long)]))
+    step = runner.decode(cache, [0, 1, 2], [0, len(short), len(long)])
     with torch.no_grad():
         assert torch.allclose(step[1], model(torch.tensor([[*short, 1]])).logits[0, -1], atol=1e-4)
         assert torch.allclose(step[2], model(torch.tensor([[*long, 2]])).logits[0, -1], atol=1e-4)

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from ..engine.engine import Engine
+from ..engine.served import ServedModels
 from ..store.models import Models
 from ..store.usage import ChatUsage
 
 
 @dataclass(frozen=True)
 class ChatContext:
-    engine: Engine
+    served: ServedModels  # base models (each with its engine) and named adapters
     models: Models  # model names and checkpoints a request's ``model`` resolves to
     usage: ChatUsage  # tokens per team/project and model
     trust_request_chat_template: bool

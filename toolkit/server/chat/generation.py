@@ -15,7 +15,7 @@ from .prepare import Prepared
 async def generate(chat: ChatContext, prep: Prepared) -> AsyncIterator[Event]:
     """The engine's events of ``prep`` until every choice finished; the request is cancelled if the
     consumer stops early. A failure is raised: 404 if the checkpoint went away, else a 500."""
-    engine: Engine = chat.engine
+    engine: Engine = prep.engine
     queue = engine.submit(prep.job)
     remaining = len(prep.job.params)
     try:

@@ -1,6 +1,8 @@
-"""Which weights a request's ``model`` names: the base model, or a checkpoint of one of the user's models.
+"""Which engine and weights a request's ``model`` names: a base model, an adapter served by name, or
+a checkpoint of one of the user's models (a LoRA adapter or whole weights, on its base model).
 
-Names: the base model's name (or none), ``<name|id>[:step<N>|:latest]``, and
+Names: a base model's name (or none: the first base), an adapter's ``--lora-modules`` name,
+``<name|id>[:step<N>|:latest]``, and
 ``wandb-artifact:///<entity>/<project>/<name>[:step<N>|:latest]`` as ART clients send. A bare name is
 unique per entity and project only: when the user has it in several projects, the request's
 ``OpenAI-Project`` header (``team/project``, or ``project``) chooses among them; otherwise the answer
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from ...types.training import Model
 from ..engine.engine import Engine
+from ..engine.lora import checkpoint_kind
 from ..engine.request import Weights
 from ..errors import BadRequest, NotFound
 from ..store.users import User
@@ -23,13 +27,24 @@ ARTIFACT_PREFIX = "wandb-artifact:///"
 _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
 
 
-def resolve_model(chat: ChatContext, user: User, name: str | None, project: str | None = None) -> Weights:
-    """The weights ``name`` serves; ``project`` is the ``OpenAI-Project`` header, if any.
+class Resolved(NamedTuple):
+    engine: Engine
+    weights: Weights
+
+
+def resolve_model(chat: ChatContext, user: User, name: str | None, project: str | None = None) -> Resolved:
+    """The engine and weights ``name`` serves; ``project`` is the ``OpenAI-Project`` header, if any.
 
     Unknown or deleted: 404 as vLLM answers it; a bare name in several projects: 400 (see module)."""
-    engine: Engine = chat.engine
-    if not name or name == engine.spec.name:
-        return Weights("base")
+    served = chat.served
+    if not name:
+        return Resolved(served.default, Weights("base"))
+    base = served.engine(name)
+    if base is not None:
+        return Resolved(base, Weights("base"))
+    adapter = served.adapters.get(name)
+    if adapter is not None:
+        return Resolved(adapter.engine, adapter.weights)
     missing = NotFound(f"The model `{name}` does not exist.", param="model")
     if name.startswith(ARTIFACT_PREFIX):
         parts = name[len(ARTIFACT_PREFIX) :].split("/")
@@ -46,7 +61,8 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
                 model = chat.models.get(user, ref)
             except NotFound:
                 model = None
-    if model is None or model.base_model != engine.spec.name:
+    engine = served.engine(model.base_model) if model is not None else None
+    if model is None or engine is None:
         raise missing
     row = (
         chat.models.checkpoint_at(model.id, step)
@@ -56,11 +72,11 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     if row is None:
         raise missing
     if row.path is None:
-        return Weights("base")
+        return Resolved(engine, Weights("base"))
     folder = Path(row.path)
-    if not any((folder / name).exists() for name in ("model.safetensors", "adapter_config.json")):
+    if checkpoint_kind(folder) is None:
         raise missing
-    return Weights(row.id, folder)
+    return Resolved(engine, Weights(row.id, folder))
 
 
 def artifact_name(model: Model, suffix: str = "") -> str:
@@ -79,8 +95,8 @@ def _split_step(ref: str) -> tuple[str, str, int | None]:
 
 def _by_name(chat: ChatContext, user: User, name: str, suffix: str, project: str | None) -> Model | None:
     """The user's served model called ``name``: the only one, or the one in the header's project."""
-    engine: Engine = chat.engine
-    candidates = [m for m in chat.models.all(user) if m.name == name and m.base_model == engine.spec.name]
+    served = chat.served
+    candidates = [m for m in chat.models.all(user) if m.name == name and served.engine(m.base_model)]
     if len(candidates) > 1 and project and project.strip():
         entity, _, project_name = project.strip().rpartition("/")
         within = [m for m in candidates if m.project == project_name and entity in ("", m.entity)]

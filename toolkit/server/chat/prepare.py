@@ -39,6 +39,7 @@ class Prepared:
 
     req: ChatCompletionRequest
     job: Request
+    engine: Engine  # the engine of the base model that serves it
     model: str
     id: str
     created: int
@@ -60,8 +61,7 @@ def prepare(
     r = parse_request(body)
     if stream is not None and bool(r.stream) != stream:
         r.stream = stream
-    engine: Engine = chat.engine
-    weights = resolve_model(chat, user, r.model, project)
+    engine, weights = resolve_model(chat, user, r.model, project)
     if r.priority != 0 and not engine.priority_scheduling:
         raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
     tools = tool_use(r)
@@ -73,7 +73,7 @@ def prepare(
             "mm_processor_kwargs",
         )
     name = r.model or engine.spec.name
-    template, rendered = _render(chat, r, name, tools)
+    template, rendered = _render(chat, engine, r, name, tools)
     prompt = engine.codec.encode(rendered, add_special_tokens=r.add_special_tokens)
     max_len = engine.spec.max_model_len
     if r.truncate_prompt_tokens is not None:
@@ -161,6 +161,7 @@ def prepare(
     return Prepared(
         req=r,
         job=job,
+        engine=engine,
         model=name,
         id=f"chatcmpl-{request_id}",
         created=int(time.time()),
@@ -174,11 +175,10 @@ def prepare(
 
 
 def _render(
-    chat: ChatContext, r: ChatCompletionRequest, model: str, tools: ToolUse | None
+    chat: ChatContext, engine: Engine, r: ChatCompletionRequest, model: str, tools: ToolUse | None
 ) -> tuple[str, str]:
     """``(template, prompt)``: the served model's chat template (or a trusted request's own) and the
     prompt it renders in the sandbox. When calls are to be read, the template must show the tools."""
-    engine: Engine = chat.engine
     kwargs = dict(r.chat_template_kwargs or {})
     requested = r.chat_template or kwargs.pop("chat_template", None)
     if requested and not chat.trust_request_chat_template:

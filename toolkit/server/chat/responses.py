@@ -24,7 +24,7 @@ async def create_chat_completion(
     """Create a chat completion (the whole response at once); ``project`` is the ``OpenAI-Project``
     header (``team/project``). Request errors raise :class:`~..errors.ApiError`."""
     prep = await asyncio.to_thread(prepare, chat, user, body, project, False)
-    engine: Engine = chat.engine
+    engine: Engine = prep.engine
     fmt = LogprobFormatter(engine.codec, bool(prep.req.return_tokens_as_token_ids))
     started: Started | None = None
     finished: dict[int, Finished] = {}

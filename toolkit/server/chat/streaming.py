@@ -31,7 +31,7 @@ async def stream_chat_completion(
     makes in its engine raise :class:`~.errors.EngineRejected` (the route sends an error event)."""
     prep = await asyncio.to_thread(prepare, chat, user, body, project, True)
     r, prompt = prep.req, prep.job.prompt_ids
-    engine: Engine = chat.engine
+    engine: Engine = prep.engine
     fmt = LogprobFormatter(engine.codec, bool(r.return_tokens_as_token_ids))
     options = r.stream_options
     include_usage = bool(options and options.include_usage)

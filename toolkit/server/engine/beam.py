@@ -13,7 +13,7 @@ import torch
 from .codec import Codec
 from .events import Delta, Finished
 from .request import Request
-from .runner import Runner
+from .weights import Route
 
 
 @dataclass
@@ -25,18 +25,18 @@ class _Beam:
 class BeamJob:
     """One beam-search request, advanced one token per engine iteration."""
 
-    def __init__(self, req: Request, runner: Runner, codec: Codec, eos: list[int], max_len: int) -> None:
+    def __init__(self, req: Request, route: Route, codec: Codec, eos: list[int], max_len: int) -> None:
         assert req.beam is not None
-        self.req, self.runner, self.codec = req, runner, codec
+        self.req, self.route, self.runner, self.codec = req, route, route.runner, codec
         self.width = req.beam.width
         self.params = req.params[0]
         self.eos = frozenset() if self.params.ignore_eos else frozenset(eos[:1])
         self.max_steps = min(self.params.max_tokens, max_len - len(req.prompt_ids))
-        self.cache = runner.new_cache()
+        self.cache = self.runner.new_cache()
         self.completed: list[_Beam] = []
         self.beams = [_Beam()]
-        logits, _ = runner.prefill(self.cache, [0], [req.prompt_ids], [0])
-        self._expand(logits)
+        logits, _ = self.runner.prefill(self.cache, [0], [req.prompt_ids], [0], adapters=[route.adapter])
+        self._expand(logits.cpu())
 
     def _score(self, beam: _Beam) -> float:
         length = len(self.req.prompt_ids) + len(beam.tokens)
@@ -66,16 +66,19 @@ class BeamJob:
         self.beams = [b for b, _ in kept]
         if kept:
             length = len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
-            self.cache.gather(torch.tensor([p for _, p in kept]), length)
+            self.cache.gather([p for _, p in kept], length)
 
     def step(self) -> bool:
         """Advance every live beam by one token; True once finished (results emitted)."""
         if self.beams and len(self.beams[0].tokens) < self.max_steps:
-            tokens = torch.tensor([b.tokens[-1] for b in self.beams])
-            positions = torch.full(
-                (len(self.beams),), len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
+            position = len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
+            logits = self.runner.decode(
+                self.cache,
+                [b.tokens[-1] for b in self.beams],
+                [position] * len(self.beams),
+                [self.route.adapter] * len(self.beams),
             )
-            self._expand(self.runner.decode(self.cache, tokens, positions))
+            self._expand(logits.cpu())
             return False
         self._finish()
         return True

@@ -1,10 +1,14 @@
-"""The engine: one scheduler thread doing continuous batching of every running request.
+"""The engine of one base model: one scheduler thread doing continuous batching of every running
+request.
 
 Requests come in from the event loop (:meth:`Engine.submit`) and wait in a queue (first come, or by
 ``priority`` when the server schedules by priority). Each iteration admits waiting requests while
-there is room (one batched prefill per set of weights, reusing cached prefix blocks), then runs one
-decode step per set of weights over all its sequences at once. Results go back to the event loop as
-events.
+there is room (one batched prefill per runner, reusing cached prefix blocks), then runs one decode
+step per runner over all its sequences at once: the base model and every LoRA adapter share the base
+runner's step, each row through its own adapter; a whole-weight checkpoint has a runner of its own.
+Weights load on first use (:mod:`.weights`). Sampling runs on the CPU whatever the device (seeded
+generators are CPU generators: a seed gives the same tokens everywhere). Results go back to the
+event loop as events.
 """
 
 from __future__ import annotations
@@ -13,32 +17,53 @@ import asyncio
 import logging
 import threading
 import time
-from collections import OrderedDict
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .beam import BeamJob
 from .codec import Codec, IncrementalText
+from .device import Placement, pick_placement
 from .events import Delta, Event, Failed, Finished, PromptLogprob, Started, TopLogprobs
-from .model import BaseModelSpec, load_model
+from .model import BaseModelSpec
 from .prefix_cache import BLOCK, PrefixCache, block_keys
-from .request import Request, Weights
-from .runner import Runner, SlotCache
+from .request import Request
+from .runner import SlotCache
 from .sampling import StepResult, sample
 from .structured import Compiler
+from .weights import Route, WeightsPool
 
 log = logging.getLogger("toolkit.engine")
 ENGINE_THREADS = 2
-LOADED_WEIGHTS = 3
+LORA_BYTES = 1 << 30
+"""Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """A snapshot of what the engine holds (refreshed by its thread after each step)."""
+
+    loaded: bool
+    device: str
+    dtype: str
+    parameter_bytes: int = 0
+    kv_cache_bytes: int = 0  # running sequences' caches and the prefix cache
+    checkpoints: int = 0
+    adapters: int = 0
+    adapter_bytes: int = 0
+    running: int = 0
+    waiting: int = 0
 
 
 class Sequence:
     """One choice being generated; satisfies :class:`~.sampling.RowState`."""
 
-    def __init__(self, req: Request, index: int, slot: int, codec: Codec, eos: list[int]) -> None:
+    def __init__(
+        self, req: Request, index: int, slot: int, route: Route, codec: Codec, eos: list[int]
+    ) -> None:
         p = req.params[index]
-        self.req, self.index, self.slot, self.params = req, index, slot, p
+        self.req, self.index, self.slot, self.route, self.params = req, index, slot, route, p
         self.prompt_ids = req.prompt_ids
         self.output_ids: list[int] = []
         self.generator: torch.Generator | None = None
@@ -70,14 +95,15 @@ class Sequence:
 
 
 class Batch:
-    """The running sequences of one set of weights: sequence ``i`` lives in cache slot ``i``."""
+    """The running sequences of one runner: sequence ``i`` lives in cache slot ``i``."""
 
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
-        self.cache: SlotCache = runner.new_cache()
+    def __init__(self, route: Route, pool: WeightsPool) -> None:
+        self.runner, self.pool = route.runner, pool
+        self.cache: SlotCache = route.runner.new_cache()
         self.seqs: list[Sequence] = []
 
     def remove(self, seq: Sequence) -> None:
+        self.pool.release(seq.route)
         last = self.seqs.pop()
         if last is not seq:
             self.cache.copy_slot(last.slot, seq.slot, min(last.cached_len + 1, self.cache.length))
@@ -86,7 +112,7 @@ class Batch:
 
 
 class Engine:
-    """Serves one base model and its checkpoints, on :attr:`device` (where its weights are).
+    """Serves one base model, its LoRA adapters and its whole-weight checkpoints, on :attr:`device`.
 
     Threads: the scheduler thread sets torch's intra-op thread count to ``threads`` when it starts
     (:meth:`start`), never at import or construction. torch keeps that count per calling thread (and
@@ -106,14 +132,19 @@ class Engine:
         max_num_seqs: int = 32,
         priority_scheduling: bool = False,
         threads: int = ENGINE_THREADS,
+        placement: Placement | None = None,
+        lora_bytes: int = LORA_BYTES,
     ) -> None:
         self.spec, self.codec = spec, codec
         self.threads = threads
+        self.placement = placement or pick_placement("cpu")
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
         self.priority_scheduling = priority_scheduling
+        self.vocab_size = spec.vocab_size
         self.prefix_cache = PrefixCache()
-        self._runners: OrderedDict[str, Runner] = OrderedDict()
+        self.weights = WeightsPool(spec, self.placement, lora_bytes)
+        self.status = EngineStatus(False, str(self.placement.device), _dtype_name(self.placement.dtype))
         self._batches: dict[str, Batch] = {}
         self._beams: list[BeamJob] = []
         self._waiting: list[Request] = []
@@ -122,9 +153,6 @@ class Engine:
         self._stopping = False
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
-        base = self.runner(Weights("base"))
-        self.vocab_size = base.vocab_size
-        self.device: torch.device = base.device
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,6 +164,8 @@ class Engine:
         max_num_seqs: int = 32,
         priority_scheduling: bool = False,
         threads: int = ENGINE_THREADS,
+        placement: Placement | None = None,
+        lora_bytes: int = LORA_BYTES,
     ) -> Engine:
         return cls(
             spec,
@@ -143,7 +173,14 @@ class Engine:
             max_num_seqs=max_num_seqs,
             priority_scheduling=priority_scheduling,
             threads=threads,
+            placement=placement,
+            lora_bytes=lora_bytes,
         )
+
+    @property
+    def device(self) -> torch.device:
+        """The device the weights are (or will be) on."""
+        return self.placement.device
 
     def start(self) -> None:
         self._thread.start()
@@ -154,19 +191,6 @@ class Engine:
             self._wake.notify()
         self._thread.join(timeout=10)
         self.compiler.close()
-
-    def runner(self, weights: Weights) -> Runner:
-        """The runner of ``weights``, loading them on first use (LRU of a few)."""
-        runner = self._runners.get(weights.key)
-        if runner is None:
-            model = load_model(self.spec, weights.folder)
-            runner = Runner(model, self.spec.max_model_len)
-            self._runners[weights.key] = runner
-            idle = [k for k in self._runners if k not in self._batches and k not in ("base", weights.key)]
-            for key in idle[: max(0, len(self._runners) - LOADED_WEIGHTS)]:
-                del self._runners[key]
-        self._runners.move_to_end(weights.key)
-        return runner
 
     # ------------------------------------------------------------------ event-loop side
 
@@ -213,28 +237,34 @@ class Engine:
         if self.priority_scheduling:
             self._waiting.sort(key=lambda r: (r.priority, r.arrival))
         running = self._running()
-        groups: dict[str, list[Request]] = {}
-        while self._waiting:
-            req = self._waiting[0]
+        groups: dict[str, list[tuple[Request, Route]]] = {}
+        waiting: list[Request] = []
+        for i, req in enumerate(self._waiting):
             need = req.beam.width if req.beam else len(req.params)
             if running and running + need > self.max_num_seqs:
+                waiting += self._waiting[i:]
                 break
+            try:
+                route = self.weights.route(req.weights, 1 if req.beam else need, self._batches)
+            except Exception as exc:  # weights that cannot load fail their request only
+                log.warning("cannot load %s: %s", req.weights.key, exc)
+                req.emit(Failed(exc))
+                continue
+            if route is None:  # its adapter waits for room among the resident ones
+                waiting.append(req)
+                continue
             running += need
-            groups.setdefault("beam" if req.beam else req.weights.key, []).append(self._waiting.pop(0))
-        for key, reqs in groups.items():
+            groups.setdefault("beam" if req.beam else route.key, []).append((req, route))
+        self._waiting = waiting
+        for key, admitted in groups.items():
             try:
                 if key == "beam":
-                    self._start_beams(reqs)
+                    self._start_beams(admitted)
                 else:
-                    self._admit(reqs)
+                    self._admit(admitted)
             except Exception as exc:
                 log.exception("prefill failed")
-                failed = {id(r) for r in reqs}
-                for batch in self._batches.values():
-                    for seq in [s for s in batch.seqs if id(s.req) in failed]:
-                        batch.remove(seq)
-                for req in reqs:
-                    req.emit(Failed(exc))
+                self._fail(admitted, exc)
         for key, batch in list(self._batches.items()):
             for seq in [s for s in batch.seqs if s.req.cancelled]:
                 batch.remove(seq)
@@ -244,37 +274,77 @@ class Engine:
                 del self._batches[key]
         for job in list(self._beams):
             if job.req.cancelled or job.step():
-                self._beams.remove(job)
+                self._end_beam(job)
+        self._refresh_status()
+
+    def _fail(self, admitted: list[tuple[Request, Route]], exc: Exception) -> None:
+        """Requests whose prefill failed: their sequences leave, their routes are released."""
+        failed = {id(r) for r, _ in admitted}
+        for batch in self._batches.values():
+            for seq in [s for s in batch.seqs if id(s.req) in failed]:
+                batch.remove(seq)
+        started = {id(job.req) for job in self._beams}
+        for req, route in admitted:
+            if req.beam is not None and id(req) not in started:
+                self.weights.release(route)
+            req.emit(Failed(exc))
 
     def _fail_all(self, exc: BaseException) -> None:
         for batch in self._batches.values():
             for req in {id(s.req): s.req for s in batch.seqs}.values():
                 req.emit(Failed(exc))
-        for job in self._beams:
+            for seq in list(batch.seqs):
+                batch.remove(seq)
+        for job in list(self._beams):
             job.req.emit(Failed(exc))
+            self._end_beam(job)
         self._batches.clear()
-        self._beams.clear()
 
-    def _start_beams(self, reqs: list[Request]) -> None:
-        for req in reqs:
-            job = BeamJob(
-                req, self.runner(req.weights), self.codec, self.spec.eos_token_ids, self.spec.max_model_len
-            )
+    def _end_beam(self, job: BeamJob) -> None:
+        self._beams.remove(job)
+        self.weights.release(job.route)
+
+    def _refresh_status(self) -> None:
+        usage = self.weights.usage()
+        caches = sum(b.cache.bytes for b in self._batches.values()) + sum(j.cache.bytes for j in self._beams)
+        device = str(self.weights.base.device) if usage.loaded else str(self.placement.device)
+        self.status = EngineStatus(
+            loaded=usage.loaded,
+            device=device,
+            dtype=_dtype_name(self.placement.dtype),
+            parameter_bytes=usage.parameter_bytes,
+            kv_cache_bytes=caches + self.prefix_cache.used,
+            checkpoints=usage.checkpoints,
+            adapters=usage.adapters,
+            adapter_bytes=usage.adapter_bytes,
+            running=self._running(),
+            waiting=len(self._waiting),
+        )
+
+    def _start_beams(self, admitted: list[tuple[Request, Route]]) -> None:
+        for req, route in admitted:
+            job = BeamJob(req, route, self.codec, self.spec.eos_token_ids, self.spec.max_model_len)
             req.emit(Started(0, None))
             self._beams.append(job)
 
-    def _admit(self, reqs: list[Request]) -> None:
-        """Prefill requests sharing one set of weights in one forward pass (cached prefix blocks
-        reused), then sample each sequence's first token."""
-        runner = self.runner(reqs[0].weights)
-        batch = self._batches.get(reqs[0].weights.key) or Batch(runner)
-        self._batches[reqs[0].weights.key] = batch
+    def _admit(self, admitted: list[tuple[Request, Route]]) -> None:
+        """Prefill requests sharing one runner in one forward pass (cached prefix blocks reused; each
+        prompt through its own adapter), then sample each sequence's first token."""
+        reqs = [req for req, _ in admitted]
+        key, runner = admitted[0][1].key, admitted[0][1].runner
+        batch = self._batches.get(key) or Batch(admitted[0][1], self.weights)
+        self._batches[key] = batch
         eos = self.spec.eos_token_ids
         parents: list[Sequence] = []
         starts: list[int] = []
         keys: list[list[str]] = []
-        for req in reqs:
+        for req, route in admitted:
             prompt, slot = req.prompt_ids, len(batch.seqs)
+            seqs = [
+                Sequence(req, index, slot + index, route, self.codec, eos) for index in range(len(req.params))
+            ]
+            batch.seqs.extend(seqs)
+            parents.append(seqs[0])
             batch.cache.reserve(slot + len(req.params), len(prompt))
             scope = f"{req.weights.key}|{req.cache_scope}"
             keys.append(block_keys(scope, prompt[:-1]) if req.cache_scope is not None else [])
@@ -282,29 +352,28 @@ class Engine:
             for i, block in enumerate(blocks):
                 batch.cache.write_block(slot, i * BLOCK, block)
             starts.append(len(blocks) * BLOCK)
-            seqs = [Sequence(req, index, slot + index, self.codec, eos) for index in range(len(req.params))]
-            batch.seqs.extend(seqs)
-            parents.append(seqs[0])
         last, full = runner.prefill(
             batch.cache,
             [p.slot for p in parents],
             [p.prompt_ids[start:] for p, start in zip(parents, starts, strict=True)],
             starts,
             [r.prompt_logprobs is not None for r in reqs],
+            [p.route.adapter for p in parents],
         )
+        last = last.cpu()
         rows: list[Sequence] = []
         parent_rows: list[int] = []
         for i, (req, parent) in enumerate(zip(reqs, parents, strict=True)):
-            for b, key in enumerate(keys[i]):
-                if key not in self.prefix_cache:
+            for b, block_key in enumerate(keys[i]):
+                if block_key not in self.prefix_cache:
                     self.prefix_cache.store(
-                        key, batch.cache.read_block(parent.slot, b * BLOCK, (b + 1) * BLOCK)
+                        block_key, batch.cache.read_block(parent.slot, b * BLOCK, (b + 1) * BLOCK)
                     )
             for index in range(1, len(req.params)):
                 batch.cache.copy_slot(parent.slot, parent.slot + index, len(req.prompt_ids))
             logits = full[i]
             prompt_lp = (
-                _prompt_logprobs(logits, req.prompt_ids, req.prompt_logprobs or 0)
+                _prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
                 if logits is not None
                 else None
             )
@@ -316,10 +385,13 @@ class Engine:
 
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs
-        tokens = torch.tensor([s.output_ids[-1] for s in seqs])
-        positions = torch.tensor([s.cached_len for s in seqs])
-        logits = batch.runner.decode(batch.cache, tokens, positions)
-        self._advance(batch, list(seqs), sample(logits, seqs, self._fallback))
+        logits = batch.runner.decode(
+            batch.cache,
+            [s.output_ids[-1] for s in seqs],
+            [s.cached_len for s in seqs],
+            [s.route.adapter for s in seqs],
+        )
+        self._advance(batch, list(seqs), sample(logits.cpu(), seqs, self._fallback))
 
     def _advance(self, batch: Batch, seqs: list[Sequence], step: StepResult) -> None:
         for i, seq in enumerate(seqs):
@@ -428,3 +500,7 @@ def _prompt_logprobs(logits: Tensor, prompt: list[int], k: int) -> list[PromptLo
         )
         out.append(PromptLogprob(token, float(chosen[pos]), int(ranks[pos]), top))
     return out
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,7 +1,9 @@
-"""The served language models: the built-in tiny model, or any Hugging Face causal-LM folder on disk.
+"""The served base models: the built-in tiny model, or Hugging Face causal-LM folders (a folder on
+disk or a hub id's cached snapshot, :mod:`.sources`).
 
 The built-in model is a Llama config small enough to train on 2 CPU cores, initialised from a fixed
 seed so that it is identical on every machine; its weights are written once to the data folder.
+A spec describes a base without loading it: weights are loaded on first use (:func:`load_model`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,18 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
+from .device import Placement
+from .sources import BaseModelError, BaseSource, resolve_folder
 from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"
 WEIGHTS_FILE = "model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"  # a checkpoint that is a peft adapter folder
+WEIGHT_FILES = (
+    WEIGHTS_FILE,
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 MAX_MODEL_LEN = 1024
 GENERATION_KEYS = (
     "temperature",
@@ -56,14 +65,21 @@ def tiny_config() -> LlamaConfig:
 class BaseModelSpec:
     """Everything needed to load and serve one base model."""
 
-    name: str
-    folder: Path  # holds config.json, model.safetensors and tokenizer files
+    name: str  # the canonical served name
+    folder: Path  # holds config.json, the weights and tokenizer.json
     chat_template: str
     eos_token_ids: list[int]
     pad_token_id: int
     max_model_len: int
+    vocab_size: int
     # sampling defaults of the folder's generation_config.json (a request's own values win)
     generation_defaults: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()  # further names it is served under
+    source: str = ""  # what ``--base-model`` named (hub id or folder); the folder when empty
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
 
     @property
     def weights(self) -> Path:
@@ -93,12 +109,41 @@ def ensure_builtin(data_dir: Path) -> BaseModelSpec:
         eos_token_ids=[ids[IM_END], ids[EOS]],
         pad_token_id=ids[PAD],
         max_model_len=MAX_MODEL_LEN,
+        vocab_size=tiny_config().vocab_size,
+        source=BUILTIN_NAME,
     )
 
 
-def from_folder(folder: Path, name: str | None = None) -> BaseModelSpec:
-    """A Hugging Face causal-LM folder on disk (config, weights, tokenizer.json, chat template)."""
+def _context_length(config: dict[str, Any]) -> int:
+    """``max_position_embeddings``, capped at the sliding window where layers use one (the engine
+    attends to the whole context, which equals sliding attention up to the window)."""
+    length = int(config.get("max_position_embeddings", MAX_MODEL_LEN))
+    window = config.get("sliding_window")
+    if not isinstance(window, int) or window <= 0:
+        return length
+    layer_types = config.get("layer_types") or []
+    if layer_types:
+        sliding = "sliding_attention" in layer_types
+    else:
+        sliding = config.get("use_sliding_window", True) is not False
+    return min(length, window) if sliding else length
+
+
+def from_folder(folder: Path, names: tuple[str, ...] = (), source: str = "") -> BaseModelSpec:
+    """A Hugging Face causal-LM folder (config, weights, tokenizer.json, chat template), served
+    under ``names`` (default: the folder's name); a folder missing one of them is a
+    :class:`~.sources.BaseModelError` naming it."""
+    label = source or str(folder)
+    for needed in ("config.json", "tokenizer.json"):
+        if not (folder / needed).is_file():
+            raise BaseModelError(f"base model {label!r}: {folder} has no {needed}")
+    if not any((folder / f).is_file() for f in WEIGHT_FILES):
+        raise BaseModelError(f"base model {label!r}: {folder} has no weights ({' or '.join(WEIGHT_FILES)})")
     config = json.loads((folder / "config.json").read_text())
+    if not isinstance(config.get("vocab_size"), int):
+        raise BaseModelError(
+            f"base model {label!r}: {folder}/config.json has no vocab_size (not a causal LM?)"
+        )
     tok_config: dict[str, Any] = {}
     if (folder / "tokenizer_config.json").exists():
         tok_config = json.loads((folder / "tokenizer_config.json").read_text())
@@ -106,43 +151,61 @@ def from_folder(folder: Path, name: str | None = None) -> BaseModelSpec:
     if (folder / "chat_template.jinja").exists():
         template = (folder / "chat_template.jinja").read_text()
     if not template:
-        raise ValueError(f"{folder} has no chat template (chat_template.jinja or tokenizer_config.json)")
-    eos = config.get("eos_token_id")
-    eos_ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
-    pad = config.get("pad_token_id")
+        raise BaseModelError(
+            f"base model {label!r}: {folder} has no chat template "
+            "(chat_template.jinja or tokenizer_config.json)"
+        )
     generation: dict[str, Any] = {}
     if (folder / "generation_config.json").exists():
         generation = json.loads((folder / "generation_config.json").read_text())
+    # the config's end tokens, then generation_config.json's (what transformers' generate stops at)
+    eos_ids: list[int] = []
+    for eos in (config.get("eos_token_id"), generation.get("eos_token_id")):
+        for token in eos if isinstance(eos, list) else [eos] if eos is not None else []:
+            if token not in eos_ids:
+                eos_ids.append(int(token))
+    pad = config.get("pad_token_id")
     defaults = {k: generation[k] for k in GENERATION_KEYS if generation.get(k) is not None}
     if generation.get("max_new_tokens") is not None:
         defaults["max_tokens"] = generation["max_new_tokens"]
+    names = names or (folder.name,)
     return BaseModelSpec(
-        name=name or folder.name,
+        name=names[0],
         folder=folder,
         chat_template=template,
         eos_token_ids=eos_ids,
         pad_token_id=pad if pad is not None else (eos_ids[0] if eos_ids else 0),
-        max_model_len=int(config.get("max_position_embeddings", MAX_MODEL_LEN)),
+        max_model_len=_context_length(config),
+        vocab_size=int(config["vocab_size"]),
         generation_defaults=defaults,
+        aliases=names[1:],
+        source=source or str(folder),
     )
 
 
-def load_model(spec: BaseModelSpec, weights: Path | None = None) -> PreTrainedModel:
-    """The base model, or the base architecture with a checkpoint's weights (whole weights, or a
-    peft LoRA adapter folded into the base weights), in eval mode."""
+def base_spec(source: BaseSource) -> BaseModelSpec:
+    """The spec of a ``--base-model`` value (its folder found or downloaded; nothing loaded)."""
+    folder = resolve_folder(source)
+    return from_folder(folder, source.served_names(folder), source.source)
+
+
+def load_model(
+    spec: BaseModelSpec, weights: Path | None = None, placement: Placement | None = None
+) -> PreTrainedModel:
+    """The base model, or the base architecture with a checkpoint's whole weights, in eval mode, on
+    ``placement`` (default: the CPU in float32)."""
+    device = placement.device if placement else torch.device("cpu")
+    dtype = placement.dtype if placement else torch.float32
     if spec.weights.exists():
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(spec.folder))
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(spec.folder), dtype=dtype)
         model.load_state_dict(load_file(spec.weights), strict=False)
         model.tie_weights()
     else:
-        model = AutoModelForCausalLM.from_pretrained(spec.folder)
-    if weights is not None and (weights / ADAPTER_CONFIG).exists():
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, weights).merge_and_unload()
-    elif weights is not None:
+        model = AutoModelForCausalLM.from_pretrained(spec.folder, dtype=dtype)
+    if weights is not None:
         model.load_state_dict(load_file(weights / WEIGHTS_FILE), strict=False)
         model.tie_weights()
+    model.to(device)
     model.eval()
     return model
 

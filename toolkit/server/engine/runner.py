@@ -1,8 +1,11 @@
 """A lean forward pass over a Llama-family model's weights with a slot-based KV cache.
 
 Each running sequence owns a slot (a row of the cache); decode steps run all slots ``0..B-1`` of a
-cache at once, each row attending to its own length. Works for the Llama, Mistral, Qwen2 and Qwen3
-module layout of transformers (q/k/v/o projections, gated MLP, RMS norms, rotary embeddings).
+cache at once, each row attending to its own length. Works for the Llama, Mistral, Qwen2 (q/k/v
+bias) and Qwen3 (q/k norms) module layout of transformers (q/k/v/o projections, gated MLP, RMS norms,
+rotary embeddings). The base runner also holds the resident LoRA adapters
+(:class:`~.adapter_stack.AdapterStack`): each row of a forward may use its own. Every tensor is made
+on the weights' device.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from transformers import PreTrainedModel
+
+from .adapter_stack import AdapterStack, LoraRows, Target
 
 WriteKV = Callable[[int, Tensor, Tensor], tuple[Tensor, Tensor]]
 """Stores a layer's new keys/values in the cache and returns the keys/values to attend to."""
@@ -46,23 +51,29 @@ class _Layer:
 
 
 def _fused(*linears: torch.nn.Linear) -> torch.nn.Linear:
+    """One linear layer computing ``linears`` side by side (built on the meta device, then given the
+    concatenated weights: no throw-away initialisation)."""
     has_bias = linears[0].bias is not None
-    out = torch.nn.Linear(linears[0].in_features, sum(x.out_features for x in linears), bias=has_bias)
-    out.weight.data = torch.cat([x.weight.data for x in linears])
+    out = torch.nn.Linear(
+        linears[0].in_features, sum(x.out_features for x in linears), bias=has_bias, device="meta"
+    )
+    out.weight = torch.nn.Parameter(torch.cat([x.weight.data for x in linears]), requires_grad=False)
     if has_bias:
-        out.bias.data = torch.cat([x.bias.data for x in linears if x.bias is not None])
+        biases = [x.bias.data for x in linears if x.bias is not None]
+        out.bias = torch.nn.Parameter(torch.cat(biases), requires_grad=False)
     return out.eval()
 
 
 class Runner:
-    """Prefill and batched decode of one set of weights."""
+    """Prefill and batched decode of one set of weights (plus, with ``lora_bytes``, the LoRA adapters
+    resident on them, up to that many bytes). The model's fused projections replace its own: keep
+    no other reference to ``model`` if its memory is to be freed with the runner."""
 
-    def __init__(self, model: PreTrainedModel, max_len: int) -> None:
+    def __init__(self, model: PreTrainedModel, max_len: int, lora_bytes: int | None = None) -> None:
         core = getattr(model, "model", None)
         layers = getattr(core, "layers", None)
         if core is None or layers is None or not hasattr(layers[0], "self_attn"):
             raise ValueError(f"unsupported architecture {type(model).__name__} (needs a Llama-like layout)")
-        self.model = model
         self.embed = core.embed_tokens
         self.norm = _norm(core.norm)
         self.lm_head = model.lm_head
@@ -87,17 +98,30 @@ class Runner:
             for layer in layers
         ]
         self.act = layers[0].mlp.act_fn
-        with torch.no_grad():
-            positions = torch.arange(max_len)[None]
-            probe = torch.zeros(1, max_len, self.head_dim)
-            cos, sin = core.rotary_emb(probe, positions)
-        self.cos, self.sin = cos[0].float(), sin[0].float()
         self.vocab_size = int(self.lm_head.out_features)
         self.dtype = self.embed.weight.dtype
         self.device = self.embed.weight.device
+        with torch.no_grad():
+            positions = torch.arange(max_len, device=self.device)[None]
+            probe = torch.zeros(1, max_len, self.head_dim, device=self.device, dtype=self.dtype)
+            cos, sin = core.rotary_emb(probe, positions)
+        self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
+        # the fused projections replace the model's q/k/v and gate/up weights, freed with the model
+        self.parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.adapters: AdapterStack | None = None
+        if lora_bytes is not None:
+            hidden, inter = self.embed.embedding_dim, self.layers[0].down.in_features
+            nq, nk = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+            targets = [
+                Target("qkv", hidden, (("q_proj", nq), ("k_proj", nk), ("v_proj", nk))),
+                Target("o", nq, (("o_proj", hidden),)),
+                Target("gate_up", hidden, (("gate_proj", inter), ("up_proj", inter))),
+                Target("down", inter, (("down_proj", hidden),)),
+            ]
+            self.adapters = AdapterStack(targets, self.n_layers, self.device, self.dtype, lora_bytes)
 
     def new_cache(self) -> SlotCache:
-        return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0])
+        return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0], self.device)
 
     @staticmethod
     def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -105,14 +129,31 @@ class Runner:
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def _layers(self, h: Tensor, positions: Tensor, write: WriteKV, mask: Tensor) -> Tensor:
+    def _project(
+        self, linear: torch.nn.Linear, layer: int, target: int, x: Tensor, lora: LoraRows | None
+    ) -> Tensor:
+        y = linear(x)
+        if lora is not None and self.adapters is not None:
+            y += self.adapters.delta(layer, target, x, lora)
+        return y
+
+    def _lora_rows(self, adapters: list[int] | None) -> LoraRows | None:
+        if not adapters or not any(adapters):
+            return None
+        if self.adapters is None:
+            raise ValueError("these weights serve no LoRA adapters")
+        return LoraRows(adapters, self.device)
+
+    def _layers(
+        self, h: Tensor, positions: Tensor, write: WriteKV, mask: Tensor, lora: LoraRows | None
+    ) -> Tensor:
         b, t, _ = h.shape
         nq, nk, d = self.n_heads * self.head_dim, self.n_kv * self.head_dim, self.head_dim
         cos = self.cos[positions].unsqueeze(-3)  # [B, 1, T, D]
         sin = self.sin[positions].unsqueeze(-3)
         for i, layer in enumerate(self.layers):
             x = layer.norm1(h)
-            q, k, v = layer.qkv(x).split((nq, nk, nk), dim=-1)
+            q, k, v = self._project(layer.qkv, i, 0, x, lora).split((nq, nk, nk), dim=-1)
             q = q.view(b, t, self.n_heads, d)
             k = k.view(b, t, self.n_kv, d)
             if layer.q_norm is not None and layer.k_norm is not None:
@@ -124,9 +165,9 @@ class Runner:
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
             )
-            h = h + layer.o_proj(out.transpose(1, 2).reshape(b, t, nq))
-            gate, up = layer.gate_up(layer.norm2(h)).chunk(2, dim=-1)
-            h = h + layer.down(self.act(gate) * up)
+            h = h + self._project(layer.o_proj, i, 1, out.transpose(1, 2).reshape(b, t, nq), lora)
+            gate, up = self._project(layer.gate_up, i, 2, layer.norm2(h), lora).chunk(2, dim=-1)
+            h = h + self._project(layer.down, i, 3, self.act(gate) * up, lora)
         return h
 
     @torch.no_grad()
@@ -137,30 +178,36 @@ class Runner:
         prompts: list[list[int]],
         starts: list[int],
         full: list[bool] | None = None,
+        adapters: list[int] | None = None,
     ) -> tuple[Tensor, list[Tensor | None]]:
         """Run several prompts at once, ``prompts[i]`` at positions ``starts[i]..`` of ``slots[i]``
-        (the positions before are cached), right-padded to the longest.
+        (the positions before are cached), right-padded to the longest, prompt ``i`` through adapter
+        slot ``adapters[i]`` (0 or none: the weights alone).
 
         Returns float32 logits ``[k, V]`` of each prompt's last position, and where ``full[i]`` the
         logits ``[len, V]`` of every position of prompt ``i``.
         """
+        dev = self.device
         lengths = [len(p) for p in prompts]
         t = max(lengths)
         width = min(cache.max_len, max(s + t for s in starts))
         cache.reserve(max(slots) + 1, width)
-        ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts])
+        ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts], device=dev)
         # pad positions past the window are clamped: they only ever hold masked garbage
-        positions = (torch.tensor(starts)[:, None] + torch.arange(t)[None]).clamp(max=width - 1)
-        rows = torch.tensor(slots)
-        mask = torch.arange(width)[None, None, :] <= positions[:, :, None]  # [k, T, width]
+        positions = (torch.tensor(starts, device=dev)[:, None] + torch.arange(t, device=dev)[None]).clamp(
+            max=width - 1
+        )
+        rows = torch.tensor(slots, device=dev)
+        mask = torch.arange(width, device=dev)[None, None, :] <= positions[:, :, None]  # [k, T, width]
 
         def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
             cache.k[i][rows[:, None], :, positions] = k.transpose(1, 2)
             cache.v[i][rows[:, None], :, positions] = v.transpose(1, 2)
             return cache.k[i][rows, :, :width], cache.v[i][rows, :, :width]
 
-        h = self._layers(self.embed(ids), positions, write, mask[:, None])
-        last = self.lm_head(self.norm(h[torch.arange(len(prompts)), torch.tensor(lengths) - 1])).float()
+        h = self._layers(self.embed(ids), positions, write, mask[:, None], self._lora_rows(adapters))
+        ends = torch.tensor(lengths, device=dev) - 1
+        last = self.lm_head(self.norm(h[torch.arange(len(prompts), device=dev), ends])).float()
         every: list[Tensor | None] = [
             self.lm_head(self.norm(h[i, : lengths[i]])).float() if full and full[i] else None
             for i in range(len(prompts))
@@ -168,34 +215,37 @@ class Runner:
         return last, every
 
     @torch.no_grad()
-    def decode(self, cache: SlotCache, tokens: Tensor, positions: Tensor) -> Tensor:
-        """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]``; returns ``[B, V]``."""
-        b = tokens.shape[0]
-        width = int(positions.max()) + 1
+    def decode(
+        self, cache: SlotCache, tokens: list[int], positions: list[int], adapters: list[int] | None = None
+    ) -> Tensor:
+        """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]`` through adapter slot
+        ``adapters[b]``; returns float32 logits ``[B, V]``."""
+        b = len(tokens)
+        width = max(positions) + 1
         cache.reserve(b, width)
-        rows = torch.arange(b)
-        mask = torch.arange(width)[None, :] <= positions[:, None]  # [B, width]
+        dev = self.device
+        at = torch.tensor(positions, device=dev)
+        rows = torch.arange(b, device=dev)
+        mask = torch.arange(width, device=dev)[None, :] <= at[:, None]  # [B, width]
 
         def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-            cache.k[i][rows, :, positions] = k[:, :, 0]
-            cache.v[i][rows, :, positions] = v[:, :, 0]
+            cache.k[i][rows, :, at] = k[:, :, 0]
+            cache.v[i][rows, :, at] = v[:, :, 0]
             return cache.k[i][:b, :, :width], cache.v[i][:b, :, :width]
 
-        h = self._layers(self.embed(tokens[:, None]), positions[:, None], write, mask[:, None, None])
+        ids = torch.tensor(tokens, device=dev)[:, None]
+        h = self._layers(self.embed(ids), at[:, None], write, mask[:, None, None], self._lora_rows(adapters))
         return self.lm_head(self.norm(h[:, 0])).float()
 
 
 class SlotCache:
     """Keys and values ``[slots, kv_heads, length, head_dim]`` per layer, grown on demand."""
 
-    def __init__(self, n_layers: int, n_kv: int, head_dim: int, dtype: torch.dtype, max_len: int) -> None:
-        self.n_layers, self.n_kv, self.head_dim, self.dtype, self.max_len = (
-            n_layers,
-            n_kv,
-            head_dim,
-            dtype,
-            max_len,
-        )
+    def __init__(
+        self, n_layers: int, n_kv: int, head_dim: int, dtype: torch.dtype, max_len: int, device: torch.device
+    ) -> None:
+        self.n_layers, self.n_kv, self.head_dim, self.max_len = n_layers, n_kv, head_dim, max_len
+        self.dtype, self.device = dtype, device
         self.slots, self.length = 0, 0
         self.k: list[Tensor] = []
         self.v: list[Tensor] = []
@@ -210,7 +260,7 @@ class SlotCache:
         shape = (new_slots, self.n_kv, new_len, self.head_dim)
         for store in (self.k, self.v):
             for i in range(self.n_layers):
-                grown = torch.zeros(shape, dtype=self.dtype)
+                grown = torch.zeros(shape, dtype=self.dtype, device=self.device)
                 if store and i < len(store):
                     grown[: self.slots, :, : self.length] = store[i]
                     store[i] = grown
@@ -218,13 +268,18 @@ class SlotCache:
                     store.append(grown)
         self.slots, self.length = new_slots, new_len
 
+    @property
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for store in (self.k, self.v) for t in store)
+
     def copy_slot(self, src: int, dst: int, length: int) -> None:
         for store in (self.k, self.v):
             for t in store:
                 t[dst, :, :length] = t[src, :, :length]
 
-    def gather(self, order: Tensor, length: int) -> None:
-        """Rows ``0..len(order)-1`` become copies of rows ``order`` (beam reordering)."""
+    def gather(self, rows: list[int], length: int) -> None:
+        """Rows ``0..len(rows)-1`` become copies of rows ``rows`` (beam reordering)."""
+        order = torch.tensor(rows, device=self.device)
         for store in (self.k, self.v):
             for t in store:
                 t[: len(order), :, :length] = t[order, :, :length]

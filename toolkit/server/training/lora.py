@@ -16,7 +16,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from ...types.training import LoRAConfig, ModelCreate
-from ..engine.model import ADAPTER_CONFIG, BUILTIN_NAME
+from ..engine.lora import ADAPTER_CONFIG
+from ..engine.model import BUILTIN_NAME
 
 if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel

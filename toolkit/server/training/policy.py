@@ -16,6 +16,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ...types.training import JobKind, LoRAConfig
+from ..engine.device import Placement
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
 from . import lora
 from .sequences import ChatFormat
@@ -81,7 +82,8 @@ class Policy:
 class Trainer:
     """Loads policies (reusing the one in memory when it is at the wanted step) and chat formats."""
 
-    def __init__(self) -> None:
+    def __init__(self, placement: Placement | None = None) -> None:
+        self.placement = placement  # the device and dtype of every model a job loads (None: CPU fp32)
         self._policy: Policy | None = None
         self._formats: dict[str, ChatFormat] = {}
 
@@ -109,9 +111,9 @@ class Trainer:
         if current is not None and current.model_id == model_id and current.step == step:
             return current
         if settings is None:
-            current = Policy(model_id, step, load_model(spec, weights))
+            current = Policy(model_id, step, load_model(spec, weights, self.placement))
         else:
-            base = load_model(spec)
+            base = load_model(spec, placement=self.placement)
             adapter = (
                 lora.load(base, weights, trainable=True)
                 if weights is not None
@@ -129,9 +131,11 @@ class Trainer:
         self._policy = policy
 
 
-def reference_model(spec: BaseModelSpec, weights: Path | None) -> PreTrainedModel:
+def reference_model(
+    spec: BaseModelSpec, weights: Path | None, placement: Placement | None = None
+) -> PreTrainedModel:
     """A checkpoint's weights for inference only (the KL reference): the base, the base with an
     adapter folded in, or whole weights."""
     if weights is not None and lora.is_adapter(weights):
-        return lora.merged(load_model(spec), weights)
-    return load_model(spec, weights)
+        return lora.merged(load_model(spec, placement=placement), weights)
+    return load_model(spec, weights, placement)

@@ -29,6 +29,7 @@ from ...types.training import (
     ExperimentalTrainingConfig,
     TrainingJob,
 )
+from ..engine.device import Placement
 from ..engine.model import BaseModelSpec
 from ..errors import Unprocessable
 from ..store.artifacts import Artifacts
@@ -99,6 +100,7 @@ class TrainingRunner:
         worker: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
+        placement: Placement | None = None,
     ) -> None:
         self.db = db
         self.models = models
@@ -106,7 +108,7 @@ class TrainingRunner:
         self.worker = worker
         self.base_models = base_models
         self.files = CheckpointFolders(checkpoints_dir)
-        self.trainer = Trainer()
+        self.trainer = Trainer(placement)
         self._cancel: set[str] = set()
         self._stopping = threading.Event()
         self._recover()
@@ -323,7 +325,7 @@ class TrainingRunner:
         row = self.models.checkpoint_at(model_id, step)
         if row is None:
             raise UntrainableError(f"the KL reference checkpoint step {step} does not exist")
-        return reference_model(spec, Path(row.path) if row.path else None)
+        return reference_model(spec, Path(row.path) if row.path else None, self.trainer.placement)
 
     def _save(
         self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool

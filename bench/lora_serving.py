@@ -1,0 +1,226 @@
+"""The serving half of bench/bench_lora.py (``bench_serving``, ``serving_table``): decode tokens/s
+of the engine for 16 concurrent requests spread over 1, 4 and 16 LoRA adapters, against the same 16
+requests on the base model alone.
+
+The model is Qwen3-shaped, ~100M parameters (hidden 768, 16 layers, 12 query / 4 key-value heads of
+64, MLP 2048, the byte tokenizer's 260-token vocabulary, tied embeddings), random weights built from
+a config (no download); adapters are peft folders of rank ``--rank`` on all seven projections, random
+A and B. Requests go straight to the engine (no HTTP), greedy with EOS ignored so each decodes exactly
+``--tokens`` tokens; a first untimed round loads the weights and makes the adapters resident, then
+the cases run ``--repeats`` times interleaved, each keeping its best round (the machine's other load
+varies). With more than one adapter in a batch, both ways of applying them are measured: a pair of
+matmuls per adapter over its rows (``grouped``) and per-row gathered weights in batched matmuls
+(``gathered``); the engine switches from the first to the second above ``GROUPED_UP_TO`` adapters.
+Last, each case's forward step alone (the base runner's decode over the 16 rows, best of 9): the
+LoRA cost without the scheduler and with less noise from the machine's load.
+``--smoke``: a 2-layer model and 4 tokens (under a minute; CI checks that the script runs). Prints a
+Markdown table (the figures of docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from toolkit.server.engine import adapter_stack
+from toolkit.server.engine.device import pick_placement
+from toolkit.server.engine.engine import Engine
+from toolkit.server.engine.events import Failed, Finished, Started
+from toolkit.server.engine.model import from_folder
+from toolkit.server.engine.request import Request, Weights
+from toolkit.server.engine.sampling import SamplingParams
+from toolkit.server.engine.template import render_chat
+from toolkit.server.engine.tokenizer import CHATML_TEMPLATE, IM_END, PAD, byte_tokenizer
+
+CONCURRENT = 16
+SPREADS = (1, 4, 16)
+TARGETS = {
+    "self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "mlp": ("gate_proj", "up_proj", "down_proj"),
+}
+
+
+def base_config(smoke: bool) -> Qwen3Config:
+    ids = byte_tokenizer().get_vocab()
+    return Qwen3Config(
+        vocab_size=len(ids),
+        hidden_size=768,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        head_dim=64,
+        num_hidden_layers=2 if smoke else 16,
+        intermediate_size=2048,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        eos_token_id=ids[IM_END],
+        pad_token_id=ids[PAD],
+    )
+
+
+def write_base(folder: Path, config: Qwen3Config) -> int:
+    """A servable folder of a random model; returns its parameter count."""
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config)
+    model.save_pretrained(folder)
+    byte_tokenizer().save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML_TEMPLATE}))
+    return sum(p.numel() for p in model.parameters())
+
+
+def write_adapter(folder: Path, model: torch.nn.Module, rank: int, seed: int) -> None:
+    """A peft LoRA folder (peft's config fields and tensor names) with random A and B."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for name, module in model.named_modules():
+        parent, _, leaf = name.rpartition(".")
+        if isinstance(module, torch.nn.Linear) and leaf in TARGETS.get(parent.rpartition(".")[2], ()):
+            prefix = f"base_model.model.{name}"
+            tensors[f"{prefix}.lora_A.weight"] = (
+                torch.randn(rank, module.in_features, generator=generator) * 0.02
+            )
+            tensors[f"{prefix}.lora_B.weight"] = (
+                torch.randn(module.out_features, rank, generator=generator) * 0.02
+            )
+    folder.mkdir(parents=True)
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": rank,
+        "lora_alpha": 2 * rank,
+        "use_rslora": False,
+        "bias": "none",
+        "target_modules": [m for modules in TARGETS.values() for m in modules],
+    }
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+
+
+async def decode_round(
+    engine: Engine, prompt: list[int], weights: list[Weights], tokens: int
+) -> tuple[float, float]:
+    """One request per ``weights`` entry, submitted together: (tokens/s over the whole round, decode
+    tokens/s from the moment every prompt was prefilled)."""
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    start = time.perf_counter()
+
+    async def one(i: int, w: Weights) -> tuple[float, int]:
+        req = Request(id=f"r{i}", weights=w, prompt_ids=prompt, params=[params], guides=[None], stream=False)
+        queue = engine.submit(req)
+        started = start
+        while True:
+            event = await queue.get()
+            if isinstance(event, Failed):
+                raise event.error
+            if isinstance(event, Started):
+                started = time.perf_counter()
+            if isinstance(event, Finished):
+                return started, len(event.token_ids)
+
+    results = await asyncio.gather(*(one(i, w) for i, w in enumerate(weights)))
+    end = time.perf_counter()
+    produced = sum(n for _, n in results)
+    prefilled = max(t for t, _ in results)
+    return produced / (end - start), (produced - len(results)) / (end - prefilled)
+
+
+def step_ms(engine: Engine, prompt: list[int], weights: list[Weights], grouped_up_to: int) -> float:
+    """The base runner's decode step over ``CONCURRENT`` rows through ``weights``' adapter slots, alone
+    (best of 9; the engine thread idle, the adapters resident): the forward without scheduling."""
+    adapter_stack.GROUPED_UP_TO = grouped_up_to
+    routes = [engine.weights.route(w, 1, ()) for w in weights]
+    slots = [route.adapter for route in routes if route is not None]
+    runner = engine.weights.base
+    cache = runner.new_cache()
+    cache.reserve(len(slots), len(prompt) + 1)
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        runner.decode(cache, [prompt[-1]] * len(slots), [len(prompt)] * len(slots), slots)
+        times.append(time.perf_counter() - start)
+    for route in routes:
+        if route is not None:
+            engine.weights.release(route)
+    return min(times[1:]) * 1000
+
+
+def bench_serving(
+    device: str, tokens: int, rank: int, smoke: bool, threads: int, repeats: int
+) -> list[tuple[str, float, float, float]]:
+    """(row label, tokens/s, decode tokens/s, forward step ms) for the base alone and each adapter
+    spread (and way of applying them)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        config = base_config(smoke)
+        params = write_base(root / "base", config)
+        model = Qwen3ForCausalLM(config)
+        adapters = [root / f"lora{i}" for i in range(max(SPREADS))]
+        for i, folder in enumerate(adapters):
+            write_adapter(folder, model, rank, seed=i)
+        spec = from_folder(root / "base")
+        engine = Engine.for_model(
+            spec, max_num_seqs=CONCURRENT, placement=pick_placement(device), threads=threads
+        )
+        engine.start()
+        prompt = engine.codec.encode(
+            render_chat(
+                spec.chat_template,
+                [{"role": "user", "content": "Tell me a story."}],
+                add_generation_prompt=True,
+                continue_final_message=False,
+            )
+        )
+        cases: list[tuple[str, list[Weights], int]] = [
+            ("base model alone", [Weights("base")] * CONCURRENT, 0)
+        ]
+        for spread in SPREADS:
+            weights = [Weights(f"lora:{i % spread}", adapters[i % spread]) for i in range(CONCURRENT)]
+            ways = [("grouped", CONCURRENT), ("gathered", 0)] if spread > 1 else [("", CONCURRENT)]
+            for way, grouped_up_to in ways:
+                label = f"{spread} adapter{'s' if spread > 1 else ''}" + (f", {way}" if way else "")
+                cases.append((label, weights, grouped_up_to))
+        best: dict[str, tuple[float, float]] = {}
+        try:
+            for _, weights, grouped_up_to in cases:  # load, make resident, warm up
+                adapter_stack.GROUPED_UP_TO = grouped_up_to
+                asyncio.run(decode_round(engine, prompt, weights, min(tokens, 4)))
+            for _ in range(repeats):  # the cases interleaved; each keeps its best round
+                for label, weights, grouped_up_to in cases:
+                    adapter_stack.GROUPED_UP_TO = grouped_up_to
+                    rate, decode = asyncio.run(decode_round(engine, prompt, weights, tokens))
+                    was = best.get(label, (0.0, 0.0))
+                    best[label] = (max(was[0], rate), max(was[1], decode))
+            steps = {
+                label: step_ms(engine, prompt, weights, grouped_up_to)
+                for label, weights, grouped_up_to in cases
+            }
+        finally:
+            engine.stop()
+        rows = [(label, *best[label], steps[label]) for label, _, _ in cases]
+        print(
+            f"{params / 1e6:.0f}M parameters on {engine.status.device} ({engine.status.dtype}), rank "
+            f"{rank}, {CONCURRENT} concurrent requests of {len(prompt)} prompt + {tokens} new tokens, "
+            f"{threads} torch threads"
+        )
+        return rows
+
+
+def serving_table(rows: list[tuple[str, float, float, float]]) -> str:
+    """The Markdown table of :func:`bench_serving`'s rows, ratios against the first (the base)."""
+    _, base, base_decode, base_step = rows[0]
+    lines = [
+        "| requests on | tokens/s | vs base | decode tokens/s | vs base | forward step ms | vs base |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, rate, decode, step in rows:
+        lines.append(
+            f"| {label} | {rate:.0f} | {base / rate:.2f}x | {decode:.0f} | {base_decode / decode:.2f}x "
+            f"| {step:.1f} | {step / base_step:.2f}x |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""Many LoRA adapters on one base model, applied per row of a batch.
+
+The resident adapters of a base are stacked per target: for each layer and each of the runner's
+fused projections (q/k/v, o, gate/up, down), ``A [slots, subs * R, in]`` and a block-diagonal
+``scaling * B [slots, out, subs * R]``, ranks zero-padded to the largest resident rank ``R``. Slot 0
+stays zero: the base model. A forward names each row's slot (:class:`LoraRows`) and every target
+adds ``(x Aᵢᵀ) Bᵢᵀ`` to row ``i``: one pair of matmuls when all rows share an adapter, a pair per
+adapter over its rows when few adapters share the batch, else gathered per-row weights and two
+batched matmuls (docs/performance.md measures the choice).
+
+Adapters stay resident in least-recently-used order under a byte cap; an adapter some running
+sequence uses is never evicted, so a request whose adapter does not fit waits until one frees up.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .lora import AdapterError, LoraAdapter
+
+GROUPED_UP_TO = 4
+"""Up to this many distinct adapters in a batch, each runs its own matmuls over its rows; beyond it,
+per-row weights are gathered for batched matmuls."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One fused projection of a layer: its input width and the modules whose outputs it stacks."""
+
+    name: str
+    in_features: int
+    modules: tuple[tuple[str, int], ...]  # (module name, out features), in output order
+
+    @property
+    def out_features(self) -> int:
+        return sum(out for _, out in self.modules)
+
+
+class LoraRows:
+    """The adapter slot of each row of one forward pass (0: the base model)."""
+
+    def __init__(self, slots: list[int], device: torch.device) -> None:
+        distinct = sorted(set(slots))
+        self.active = any(distinct)
+        self.uniform = distinct[0] if len(distinct) == 1 else None
+        self.index = torch.tensor(slots, device=device)
+        self.segments = [
+            (s, torch.tensor([i for i, x in enumerate(slots) if x == s], device=device))
+            for s in distinct
+            if s
+        ]
+
+
+class AdapterStack:
+    """The resident adapters of one base model (used from the engine thread only)."""
+
+    def __init__(
+        self, targets: list[Target], n_layers: int, device: torch.device, dtype: torch.dtype, max_bytes: int
+    ) -> None:
+        self.targets, self.n_layers = targets, n_layers
+        self.device, self.dtype, self.max_bytes = device, dtype, max_bytes
+        self.rank, self.capacity = 0, 1
+        self.a: list[list[Tensor]] = []
+        self.b: list[list[Tensor]] = []
+        self._allocate(1, 0)
+        self._resident: OrderedDict[str, int] = OrderedDict()
+        self._users: dict[int, int] = {}
+        self._free: list[int] = []
+
+    # ------------------------------------------------------------------ residency
+
+    @property
+    def resident(self) -> int:
+        return len(self._resident)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
+
+    def slot_bytes(self, rank: int) -> int:
+        per_layer = sum(len(t.modules) * rank * (t.in_features + t.out_features) for t in self.targets)
+        return per_layer * self.n_layers * torch.empty((), dtype=self.dtype).element_size()
+
+    def acquire(self, key: str, read: Callable[[], LoraAdapter], users: int = 1) -> int | None:
+        """The slot of adapter ``key`` for ``users`` more sequences, made resident with ``read`` if
+        needed (evicting idle adapters to stay under the cap); None when it does not fit while other
+        adapters are in use (the caller waits for them to be released)."""
+        slot = self._resident.get(key)
+        if slot is None:
+            adapter = read()
+            self._check(adapter)
+            rank = max(self.rank, adapter.rank)
+            need = lambda: (len(self._resident) + 1) * self.slot_bytes(rank)  # noqa: E731
+            idle = [k for k, s in self._resident.items() if not self._users.get(s)]
+            while need() > self.max_bytes and idle:
+                self._free.append(self._resident.pop(idle.pop(0)))
+            if need() > self.max_bytes and self._resident:
+                return None
+            slot = self._free.pop() if self._free else len(self._resident) + 1
+            if slot >= self.capacity or rank > self.rank:
+                self._allocate(
+                    self.capacity if slot < self.capacity else max(slot + 1, 2 * self.capacity), rank
+                )
+            self._write(slot, adapter)
+            self._resident[key] = slot
+        self._resident.move_to_end(key)
+        self._users[slot] = self._users.get(slot, 0) + users
+        return slot
+
+    def release(self, slot: int, users: int = 1) -> None:
+        if slot:
+            self._users[slot] -= users
+
+    def _allocate(self, capacity: int, rank: int) -> None:
+        """Grow to ``capacity`` slots of rank ``rank``, keeping the resident adapters."""
+        a_new: list[list[Tensor]] = []
+        b_new: list[list[Tensor]] = []
+        for layer in range(self.n_layers):
+            a_row, b_row = [], []
+            for g, target in enumerate(self.targets):
+                subs = len(target.modules)
+                a = torch.zeros(
+                    capacity, subs * rank, target.in_features, device=self.device, dtype=self.dtype
+                )
+                b = torch.zeros(
+                    capacity, target.out_features, subs * rank, device=self.device, dtype=self.dtype
+                )
+                if self.a:
+                    old_a, old_b, r = self.a[layer][g], self.b[layer][g], self.rank
+                    for k in range(subs):
+                        a[: self.capacity, k * rank : k * rank + r] = old_a[:, k * r : (k + 1) * r]
+                        b[: self.capacity, :, k * rank : k * rank + r] = old_b[:, :, k * r : (k + 1) * r]
+                a_row.append(a)
+                b_row.append(b)
+            a_new.append(a_row)
+            b_new.append(b_row)
+        self.a, self.b, self.capacity, self.rank = a_new, b_new, capacity, rank
+
+    def _check(self, adapter: LoraAdapter) -> None:
+        """The adapter's targets exist in this base model with the same shapes."""
+        shapes = {
+            (layer, module): (out, t.in_features)
+            for layer in range(self.n_layers)
+            for t in self.targets
+            for module, out in t.modules
+        }
+        for (layer, module), (lora_a, lora_b) in sorted(adapter.modules.items()):
+            shape = shapes.get((layer, module))
+            if shape is None:
+                raise AdapterError(f"the adapter targets layer {layer} {module}, which this base model lacks")
+            if (lora_b.shape[0], lora_a.shape[1]) != shape:
+                raise AdapterError(
+                    f"layer {layer} {module} is {list(shape)} in this base model, the adapter's "
+                    f"lora_B @ lora_A is [{lora_b.shape[0]}, {lora_a.shape[1]}]"
+                )
+
+    def _write(self, slot: int, adapter: LoraAdapter) -> None:
+        rank = self.rank
+        for layer in range(self.n_layers):
+            for g, target in enumerate(self.targets):
+                a, b = self.a[layer][g][slot], self.b[layer][g][slot]
+                a.zero_()
+                b.zero_()
+                offset = 0
+                for k, (module, out) in enumerate(target.modules):
+                    pair = adapter.modules.get((layer, module))
+                    if pair is not None:
+                        r = pair[0].shape[0]
+                        a[k * rank : k * rank + r] = pair[0]
+                        b[offset : offset + out, k * rank : k * rank + r] = pair[1]
+                    offset += out
+
+    # ------------------------------------------------------------------ forward
+
+    def delta(self, layer: int, target: int, x: Tensor, rows: LoraRows) -> Tensor:
+        """``scaling * B(A(x))`` of each row's adapter for ``x [rows, T, in]``; rows of slot 0 get 0."""
+        a, b = self.a[layer][target], self.b[layer][target]
+        if rows.uniform is not None:
+            return (x @ a[rows.uniform].T) @ b[rows.uniform].T
+        if len(rows.segments) <= GROUPED_UP_TO:
+            out = x.new_zeros(*x.shape[:-1], b.shape[1])
+            for slot, index in rows.segments:
+                out.index_add_(0, index, (x.index_select(0, index) @ a[slot].T) @ b[slot].T)
+            return out
+        return torch.bmm(torch.bmm(x, a.index_select(0, rows.index).mT), b.index_select(0, rows.index).mT)

@@ -1,0 +1,56 @@
+"""Where models run: the ``--device`` setting resolved to a torch device and a dtype.
+
+One helper for serving and training alike: ``auto`` takes CUDA when present, then Apple's MPS, else
+the CPU. GPUs compute in bfloat16 (float16 on GPUs without it, and on MPS, whose bfloat16 support
+depends on the macOS release); the CPU keeps float32, which is both faster there and exact for tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+class DeviceError(ValueError):
+    """A device setting that cannot be used; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A device and the dtype weights take on it."""
+
+    device: torch.device
+    dtype: torch.dtype
+
+    def describe(self) -> str:
+        return f"{self.device} ({str(self.dtype).removeprefix('torch.')})"
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def pick_placement(setting: str = "auto") -> Placement:
+    """``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; a named accelerator that is absent is a
+    :class:`DeviceError`."""
+    kind = setting.partition(":")[0]
+    if kind not in DEVICES or (kind != "cuda" and ":" in setting):
+        raise DeviceError(f"unknown device {setting!r}: use one of auto, cpu, cuda, cuda:N, mps")
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
+        setting = kind
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(f"device {setting!r} asked for, but torch sees no CUDA device")
+    if kind == "mps" and not _mps_available():
+        raise DeviceError("device 'mps' asked for, but torch sees no MPS device")
+    device = torch.device(setting)
+    if kind == "cpu":
+        return Placement(device, torch.float32)
+    if kind == "mps":
+        return Placement(device, torch.float16)
+    bf16 = torch.cuda.is_bf16_supported()
+    return Placement(device, torch.bfloat16 if bf16 else torch.float16)
