@@ -99,7 +99,8 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "ruff format --check toolkit tests bench conftest.py",
         "mypy ",
         "lint-imports --no-cache",
-        "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg",
+        "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
+        "--durations=15",
     ]
     with (repo / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# changed\n")
