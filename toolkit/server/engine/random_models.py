@@ -43,7 +43,7 @@ def config(arch: str) -> PretrainedConfig:
     """A small config of ``arch``: Qwen2 keeps its q/k/v biases, Qwen3 its q/k norms (head_dim set:
     its default is 128) and tied embeddings, as Qwen3-0.6B has them."""
     ids = byte_tokenizer().get_vocab()
-    tokens = {"eos_token_id": ids[IM_END], "pad_token_id": ids[PAD], "bos_token_id": None}
+    tokens: dict[str, Any] = {"eos_token_id": ids[IM_END], "pad_token_id": ids[PAD], "bos_token_id": None}
     if arch == "llama":
         return LlamaConfig(**SHAPE, **tokens)
     if arch == "mistral":
