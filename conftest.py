@@ -2,7 +2,8 @@
 
 Notebooks call ``tk.connect()`` with no configuration, which starts the local server of
 ``$TOOLKIT_DATA_DIR``. Point that at a temporary folder for the test session and stop the server
-it started at the end, so no test run leaves a server behind or touches ``~/.toolkit``.
+it started at the end (and any a notebook started in a folder inside it), so no test run leaves a
+server behind or touches ``~/.toolkit``.
 
 Tests marked ``after_notebooks`` (the notebook re-run) are moved behind every other item, so they
 find the data folder that nbval's run of the notebooks left behind.
@@ -44,9 +45,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     folder = getattr(config, _DATA_DIR, None)
     if folder is None:
         return
-    with suppress(FileNotFoundError, ValueError, KeyError, ProcessLookupError):
-        pid = int(json.loads((Path(folder) / "server.json").read_text())["pid"])
-        os.kill(pid, signal.SIGTERM)
+    for announced in Path(folder).rglob("server.json"):  # nested: servers a notebook started (08)
+        with suppress(FileNotFoundError, ValueError, KeyError, ProcessLookupError):
+            os.kill(int(json.loads(announced.read_text())["pid"]), signal.SIGTERM)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import toolkit as tk
-from toolkit.client.local_server import running
+from toolkit.client.local_server import base_model_names, running
+from toolkit.server.engine.random_models import write_folder
 
 ENV = (
     "TOOLKIT_BASE_URL",
@@ -184,3 +186,32 @@ def test_connect_starts_and_then_finds_the_local_server(
             return (await client.models.retrieve(model.id)).id
 
     assert asyncio.run(via_async()) == model.id
+
+
+def test_base_model_names_are_the_ones_toolkit_serve_gives(tmp_path: Path) -> None:
+    (tmp_path / "my-qwen").mkdir()
+    assert base_model_names(f"{tmp_path / 'my-qwen'}") == ("my-qwen",)  # a folder: its name
+    assert base_model_names(f"{tmp_path / 'my-qwen'}/") == ("my-qwen",)
+    assert base_model_names("Qwen/Qwen3-0.6B") == ("Qwen/Qwen3-0.6B",)  # a hub id: itself
+    assert base_model_names("Qwen/Qwen3-0.6B=qwen, small") == ("qwen", "small")
+
+
+def test_connect_starts_a_server_with_base_models_and_checks_the_one_it_finds(
+    local_folder: Path, tmp_path: Path
+) -> None:
+    base = tmp_path / "tiny-llama"
+    write_folder(base, "llama")
+    with tk.connect(data_dir=local_folder, base_models=[f"{base}=demo/llama,llama"]) as client:
+        (served,) = client.health().models or []
+        assert (served.name, served.aliases, served.source) == ("demo/llama", ["llama"], str(base))
+        assert client.chat.completions.create(model="llama", messages=[{"role": "user", "content": "hi"}])
+    with tk.connect(data_dir=local_folder, base_models=[f"{base}=llama"]) as again:  # found, serves it
+        assert again.config.base_url == client.config.base_url
+    pid = json.loads((local_folder / "server.json").read_text())["pid"]
+    message = (
+        f"the toolkit server of {local_folder.resolve()} is already running without the base model "
+        f"Qwen/Qwen3-0.6B, tiny-llama (it serves demo/llama, llama); stop it (toolkit stop --data-dir "
+    )
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        tk.connect(data_dir=local_folder, base_models=["Qwen/Qwen3-0.6B", str(base)])
+    assert json.loads((local_folder / "server.json").read_text())["pid"] == pid  # left running as it was

@@ -19,6 +19,7 @@ The client's ``deployment`` says what was resolved: ``"local"`` (the local serve
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict, TypeVar, Unpack
 
@@ -69,6 +70,7 @@ def resolve(
     preset: str | None = None,
     data_dir_path: str | os.PathLike[str] | None = None,
     start: bool = True,
+    base_models: Sequence[str] = (),
 ) -> Target:
     env = os.environ
     preset = preset or env.get("TOOLKIT_PRESET")
@@ -90,7 +92,7 @@ def resolve(
             raise ValueError(f"preset {preset!r} needs an API key: set TOOLKIT_API_KEY or {p.key_env}")
         deployment = "wandb"
     if base_url is None:
-        url, local_key = local_server(data_dir(data_dir_path), start=start)
+        url, local_key = local_server(data_dir(data_dir_path), start=start, base_models=base_models)
         base_url, api_key, deployment = url, api_key or local_key, "local"
     return Target(base_url, api_key, inference_url, trace_url, project, deployment)
 
@@ -104,6 +106,7 @@ class ConnectOptions(TypedDict, total=False):
     preset: str | None
     data_dir: str | os.PathLike[str] | None
     start: bool
+    base_models: Sequence[str]
     timeout: float
     max_retries: int
 
@@ -118,6 +121,7 @@ def _open(cls: type[C], base_url: str | None, api_key: str | None, options: Conn
         preset=options.get("preset"),
         data_dir_path=options.get("data_dir"),
         start=options.get("start", True),
+        base_models=options.get("base_models", ()),
     )
     return cls(
         t.base_url,
@@ -138,7 +142,9 @@ def connect(
 
     Options: ``inference_url``, ``trace_url``, ``project`` (``team/project``), ``preset``
     (``"wandb"`` or ``"local"``), ``data_dir`` (local server), ``start`` (start the local server
-    if none runs, default true), ``timeout`` (seconds, default 600), ``max_retries`` (default 2).
+    if none runs, default true), ``base_models`` (``--base-model`` values the local server serves:
+    a server started here gets them, one found running must serve them), ``timeout`` (seconds,
+    default 600), ``max_retries`` (default 2).
     """
     return _open(Client, base_url, api_key, options)
 

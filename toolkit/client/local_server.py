@@ -14,11 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 from filelock import FileLock
+
+from ..types.training import Health
 
 DEFAULT_DATA_DIR = Path("~/.toolkit")
 START_TIMEOUT = 120.0
@@ -93,19 +96,51 @@ def running(folder: Path) -> ServerInfo | None:
 
 
 def local_server(
-    folder: Path, *, start: bool = True, timeout: float = START_TIMEOUT
+    folder: Path, *, start: bool = True, timeout: float = START_TIMEOUT, base_models: Sequence[str] = ()
 ) -> tuple[str, str | None]:
-    """URL and key of the local server of ``folder``, starting one in the background if none runs."""
+    """URL and key of the local server of ``folder``, starting one in the background if none runs.
+
+    ``base_models`` are ``toolkit serve --base-model`` values (``SOURCE[=NAME[,NAME...]]``) a server
+    started here serves; a server found running must already serve each under its names.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     with FileLock(folder / ".start.lock"):
         info = running(folder)
         if info is not None:
             url = info.url
+            _check_base_models(folder, url, base_models)
         elif start:
-            url = _start(folder, timeout)
+            url = _start(folder, timeout, base_models)
         else:
             raise ConnectionError(f"no toolkit server is running for {folder}")
     return url, local_key(folder)
+
+
+def base_model_names(value: str) -> tuple[str, ...]:
+    """The names a ``--base-model`` value is served under: those after ``=``, else a folder's name
+    or the hub id itself (as ``toolkit serve`` names them)."""
+    source, _, names = value.partition("=")
+    if names:
+        return tuple(n.strip() for n in names.split(","))
+    path = Path(source.strip()).expanduser()
+    return (path.resolve().name,) if path.exists() else (source.strip(),)
+
+
+def _check_base_models(folder: Path, url: str, base_models: Sequence[str]) -> None:
+    wanted = [name for value in base_models for name in base_model_names(value)]
+    if not wanted:
+        return
+    key = local_key(folder)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    health = Health.model_validate_json(httpx.get(f"{url}/v1/health", headers=headers, timeout=10.0).content)
+    served = [name for m in health.models or [] for name in (m.name, *m.aliases)]
+    missing = [name for name in wanted if name not in served]
+    if missing:
+        raise RuntimeError(
+            f"the toolkit server of {folder} is already running without the base model "
+            f"{', '.join(missing)} (it serves {', '.join(served)}); stop it (toolkit stop --data-dir "
+            f"{folder}) and connect again to start it with the base models asked for"
+        )
 
 
 def _last_line(path: Path) -> str:
@@ -113,11 +148,14 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def _start(folder: Path, timeout: float) -> str:
+def _start(folder: Path, timeout: float, base_models: Sequence[str] = ()) -> str:
     log_path = folder / "server.log"
+    command = [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)]
+    for value in base_models:
+        command += ["--base-model", value]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
