@@ -17,6 +17,7 @@ from ..engine.engine import Engine
 from ..engine.events import Delta, Finished, Started
 from ..store.users import User
 from .context import ChatContext
+from .forwarding import forward_stream
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
@@ -29,6 +30,10 @@ async def stream_chat_completion(
 ) -> AsyncIterator[ChatCompletionChunk]:
     """Create a chat completion as chunks. Request errors raise before the first chunk; checks vLLM
     makes in its engine raise :class:`~.errors.EngineRejected` (the route sends an error event)."""
+    if chat.external is not None:
+        async for forwarded in forward_stream(chat, chat.external, user, body, project):
+            yield forwarded
+        return
     prep = await asyncio.to_thread(prepare, chat, user, body, project, True)
     r, prompt = prep.req, prep.job.prompt_ids
     engine: Engine = prep.engine
