@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -125,7 +125,7 @@ class ExternalInference:
             raise bad_gateway(self.url, "answered no JSON object")
         return data
 
-    async def chunks(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def chunks(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any]]:
         """The data of each Server-Sent Event of a streamed completion, until ``[DONE]``; a refusal
         raises before the first. Closing the iterator closes the connection (the server cancels)."""
         try:
@@ -154,6 +154,11 @@ class ExternalInference:
         except httpx.HTTPError as exc:
             raise self.unreachable(exc) from None
         self._loaded_or_raise(name, response)
+
+    def forget(self, name: str) -> None:
+        """``name`` is no longer loaded there (the server restarted)."""
+        with self._lock:
+            self._loaded.discard(name)
 
     def load_checkpoint(self, model_id: str, step: int, folder: Path) -> None:
         """The training runner's hook when a job wrote a checkpoint (on the job worker thread): a LoRA
