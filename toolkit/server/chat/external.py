@@ -107,7 +107,8 @@ class ExternalInference:
         self._lock = threading.Lock()
 
     def unreachable(self, exc: Exception) -> ExternalError:
-        return bad_gateway(self.url, f"cannot be reached: {type(exc).__name__}: {exc}".rstrip(": "))
+        what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else "cannot be reached"
+        return bad_gateway(self.url, f"{what}: {type(exc).__name__}: {exc}".rstrip(": "))
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """The server's ``chat.completion`` for ``body`` (``stream`` false)."""
@@ -167,7 +168,8 @@ class ExternalInference:
             return
         name = checkpoint_name(model_id, step)
         try:
-            with httpx.Client(headers=self._headers, timeout=LOAD_TIMEOUT) as http:
+            timeout = httpx.Timeout(LOAD_TIMEOUT, connect=CONNECT_TIMEOUT)
+            with httpx.Client(headers=self._headers, timeout=timeout) as http:
                 response = http.post(f"{self.url}/load_lora_adapter", json=self._load_body(name, folder))
             self._loaded_or_raise(name, response)
         except (httpx.HTTPError, ExternalError) as exc:

@@ -11,7 +11,8 @@ adapter the server has forgotten (it restarted) is loaded again and the request 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,7 +59,7 @@ async def forward_completion(
 
 async def forward_stream(
     chat: ChatContext, external: ExternalInference, user: User, body: Any, project: str | None
-) -> AsyncIterator[ChatCompletionChunk]:
+) -> AsyncGenerator[ChatCompletionChunk]:
     """The server's chunks of ``body``, under the caller's ``model``. The usage chunk is always asked
     for (to record it) and passed on only when the caller asked for it."""
     target = await _target(chat, external, user, body, project)
@@ -73,18 +74,19 @@ async def forward_stream(
 
     first, rest = await _with_adapter(external, target, opened)
     usage: dict[str, Any] = {}
-    async for data in _chain(first, rest):
-        if "error" in data:  # an error event after the stream began
-            error = data["error"]
-            status = error.get("code") if isinstance(error, dict) else None
-            raise error_of(status if isinstance(status, int) else 500, data, external.url)
-        data["model"] = target.model
-        usage = data.get("usage") or usage
-        if not wanted:
-            if not data.get("choices"):
-                continue  # the usage-only chunk the caller did not ask for
-            data.pop("usage", None)
-        yield _parse(ChatCompletionChunk, data, external)
+    async with aclosing(_chain(first, rest)) as events:
+        async for data in events:
+            if "error" in data:  # an error event after the stream began
+                error = data["error"]
+                status = error.get("code") if isinstance(error, dict) else None
+                raise error_of(status if isinstance(status, int) else 500, data, external.url)
+            data["model"] = target.model
+            usage = data.get("usage") or usage
+            if not wanted:
+                if not data.get("choices"):
+                    continue  # the usage-only chunk the caller did not ask for
+                data.pop("usage", None)
+            yield _parse(ChatCompletionChunk, data, external)
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     await _record(chat, user, project, target.model, prompt, completion, cached)
@@ -92,7 +94,7 @@ async def forward_stream(
 
 async def _chain(
     first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any]]
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any]]:
     try:
         if first is not None:
             yield first
