@@ -41,6 +41,7 @@ def _server_extra() -> Iterator[None]:
 def _serve(args: argparse.Namespace) -> int:
     with _server_extra():
         from .server.app import serve
+        from .server.chat.external import InferenceUrlError
         from .server.engine.device import DeviceError
         from .server.engine.sources import AdapterSource, BaseModelError, BaseSource
         from .server.settings import Settings
@@ -59,9 +60,11 @@ def _serve(args: argparse.Namespace) -> int:
             trust_request_chat_template=args.trust_request_chat_template,
             priority_scheduling=args.scheduling_policy == "priority",
             max_num_seqs=args.max_num_seqs,
+            inference_url=args.inference_url,
+            inference_api_key=args.inference_api_key,
         )
         serve(settings)
-    except (BaseModelError, DeviceError) as exc:
+    except (BaseModelError, DeviceError, InferenceUrlError) as exc:
         print(f"toolkit serve: {exc}", file=sys.stderr)  # one line, the last of server.log
         return 2
     return 0
@@ -249,6 +252,19 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=32,
         help="sequences decoded at once; more requests wait (default: 32)",
+    )
+    serve.add_argument(
+        "--inference-url",
+        metavar="URL",
+        help="generate chat completions on this OpenAI-compatible server (vLLM with --enable-lora; "
+        "its base URL, http://HOST:PORT/v1) instead of locally; LoRA checkpoints are loaded into it "
+        "(docs/scale-out.md)",
+    )
+    serve.add_argument(
+        "--inference-api-key",
+        metavar="KEY",
+        default=os.environ.get("TOOLKIT_INFERENCE_API_KEY"),
+        help="the key --inference-url expects (vLLM's --api-key; default: $TOOLKIT_INFERENCE_API_KEY)",
     )
     serve.set_defaults(func=_serve)
 

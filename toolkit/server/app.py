@@ -19,6 +19,7 @@ from . import service_routes
 from .body_size_limit import BodySizeLimit
 from .chat import routes as chat
 from .chat.context import ChatContext
+from .chat.external import ExternalInference, inference_url
 from .engine.device import pick_placement
 from .engine.model import BaseModelSpec, base_spec, ensure_builtin
 from .engine.served import ServedModels
@@ -73,6 +74,8 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
     base_models_by_name = served.specs
     served.start()
     job_worker = JobWorker()
+    url, key = settings.inference_url, settings.inference_api_key
+    external = ExternalInference(url, key) if url else None
     svc = Services(
         settings=settings,
         db=db,
@@ -82,13 +85,21 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
             models=models,
             usage=ChatUsage(db),
             trust_request_chat_template=settings.trust_request_chat_template,
+            external=external,
         ),
         training=TrainingContext(
             models=models,
             logs=TrajectoryLogs(db, models, rollup),
             artifacts=Artifacts(db, settings.data_dir / "artifacts"),
             runner=TrainingRunner(
-                db, models, Jobs(db), job_worker, base_models_by_name, settings.checkpoints_dir, placement
+                db,
+                models,
+                Jobs(db),
+                job_worker,
+                base_models_by_name,
+                settings.checkpoints_dir,
+                placement,
+                on_checkpoint=external.load_checkpoint if external else None,
             ),
             base_models=base_models_by_name,
         ),
@@ -136,6 +147,8 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
             svc.job_worker.stop()
             svc.traces.close()
             svc.db.close()
+            if svc.chat.external is not None:
+                await svc.chat.external.aclose()
 
     app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
     install_handlers(app)
@@ -150,10 +163,13 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
 
 def serve(settings: Settings) -> None:
     """Bind (port 0 picks a free port) and serve until stopped; ``server.json`` names the URL while
-    the server is ready (written after start-up, removed at shutdown). The base models and the
-    device are checked before binding: a ``BaseModelError`` or ``DeviceError`` says what is wrong."""
+    the server is ready (written after start-up, removed at shutdown). The base models, the device and
+    the inference URL are checked before binding: a ``BaseModelError``, ``DeviceError`` or
+    ``InferenceUrlError`` says what is wrong."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     pick_placement(settings.device)
+    if settings.inference_url:
+        settings.inference_url = inference_url(settings.inference_url)
     bases = base_models(settings)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on such sockets (else Nagle adds ~40 ms a request)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET

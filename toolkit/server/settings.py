@@ -27,6 +27,10 @@ class Settings:
     priority_scheduling: bool = False
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
     max_body_bytes: int = MAX_BODY_BYTES
+    # an external OpenAI-compatible server (vLLM with --enable-lora) that generates instead of the
+    # local engines, and the key it expects (chat/external.py)
+    inference_url: str | None = None
+    inference_api_key: str | None = None
     url: str | None = None  # set by ``serve`` once bound; announced in server.json when ready
     extra: dict[str, str] = field(default_factory=dict)
 

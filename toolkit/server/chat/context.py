@@ -9,6 +9,7 @@ from fastapi import Request
 from ..engine.served import ServedModels
 from ..store.models import Models
 from ..store.usage import ChatUsage
+from .external import ExternalInference
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class ChatContext:
     models: Models  # model names and checkpoints a request's ``model`` resolves to
     usage: ChatUsage  # tokens per team/project and model
     trust_request_chat_template: bool
+    external: ExternalInference | None = None  # --inference-url: generation happens there
 
 
 def chat_context(request: Request) -> ChatContext:

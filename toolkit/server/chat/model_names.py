@@ -22,6 +22,7 @@ from ..engine.request import Weights
 from ..errors import BadRequest, NotFound
 from ..store.users import User
 from .context import ChatContext
+from .external import checkpoint_name
 
 ARTIFACT_PREFIX = "wandb-artifact:///"
 _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
@@ -30,6 +31,9 @@ _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
 class Resolved(NamedTuple):
     engine: Engine
     weights: Weights
+    # the name an external inference server serves these weights under: the base's name, an
+    # adapter's ``--lora-modules`` name, or ``<model_id>:step<N>`` for a checkpoint (chat/external.py)
+    served_name: str
 
 
 def resolve_model(chat: ChatContext, user: User, name: str | None, project: str | None = None) -> Resolved:
@@ -38,13 +42,13 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     Unknown or deleted: 404 as vLLM answers it; a bare name in several projects: 400 (see module)."""
     served = chat.served
     if not name:
-        return Resolved(served.default, Weights("base"))
+        return Resolved(served.default, Weights("base"), served.default.spec.name)
     base = served.engine(name)
     if base is not None:
-        return Resolved(base, Weights("base"))
+        return Resolved(base, Weights("base"), base.spec.name)
     adapter = served.adapters.get(name)
     if adapter is not None:
-        return Resolved(adapter.engine, adapter.weights)
+        return Resolved(adapter.engine, adapter.weights, adapter.name)
     missing = NotFound(f"The model `{name}` does not exist.", param="model")
     if name.startswith(ARTIFACT_PREFIX):
         parts = name[len(ARTIFACT_PREFIX) :].split("/")
@@ -72,11 +76,11 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     if row is None:
         raise missing
     if row.path is None:
-        return Resolved(engine, Weights("base"))
+        return Resolved(engine, Weights("base"), engine.spec.name)
     folder = Path(row.path)
     if checkpoint_kind(folder) is None:
         raise missing
-    return Resolved(engine, Weights(row.id, folder))
+    return Resolved(engine, Weights(row.id, folder), checkpoint_name(model.id, row.step))
 
 
 def artifact_name(model: Model, suffix: str = "") -> str:

@@ -61,7 +61,7 @@ def prepare(
     r = parse_request(body)
     if stream is not None and bool(r.stream) != stream:
         r.stream = stream
-    engine, weights = resolve_model(chat, user, r.model, project)
+    engine, weights, _ = resolve_model(chat, user, r.model, project)
     if r.priority != 0 and not engine.priority_scheduling:
         raise invalid(f"Got priority {r.priority} but Priority scheduling is not enabled.", "priority")
     tools = tool_use(r)

@@ -11,6 +11,7 @@ from ..engine.engine import Engine
 from ..engine.events import Finished, Started
 from ..store.users import User
 from .context import ChatContext
+from .forwarding import forward_completion
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
@@ -23,6 +24,8 @@ async def create_chat_completion(
 ) -> ChatCompletion:
     """Create a chat completion (the whole response at once); ``project`` is the ``OpenAI-Project``
     header (``team/project``). Request errors raise :class:`~..errors.ApiError`."""
+    if chat.external is not None:
+        return await forward_completion(chat, chat.external, user, body, project)
     prep = await asyncio.to_thread(prepare, chat, user, body, project, False)
     engine: Engine = prep.engine
     fmt = LogprobFormatter(engine.codec, bool(prep.req.return_tokens_as_token_ids))

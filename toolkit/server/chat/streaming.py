@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from ...types.chat import ChatCompletionChunk, ChunkChoice, DeltaMessage, Usage
@@ -17,6 +18,7 @@ from ..engine.engine import Engine
 from ..engine.events import Delta, Finished, Started
 from ..store.users import User
 from .context import ChatContext
+from .forwarding import forward_stream
 from .generation import generate
 from .logprobs import LogprobFormatter
 from .prepare import prepare
@@ -29,6 +31,11 @@ async def stream_chat_completion(
 ) -> AsyncIterator[ChatCompletionChunk]:
     """Create a chat completion as chunks. Request errors raise before the first chunk; checks vLLM
     makes in its engine raise :class:`~.errors.EngineRejected` (the route sends an error event)."""
+    if chat.external is not None:
+        async with aclosing(forward_stream(chat, chat.external, user, body, project)) as forwarded:
+            async for item in forwarded:
+                yield item
+        return
     prep = await asyncio.to_thread(prepare, chat, user, body, project, True)
     r, prompt = prep.req, prep.job.prompt_ids
     engine: Engine = prep.engine

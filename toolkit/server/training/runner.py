@@ -101,7 +101,9 @@ class TrainingRunner:
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
         placement: Placement | None = None,
+        on_checkpoint: Callable[[str, int, Path], None] | None = None,
     ) -> None:
+        """``on_checkpoint(model_id, step, folder)`` runs after a job wrote a checkpoint with files."""
         self.db = db
         self.models = models
         self.jobs = jobs
@@ -109,6 +111,7 @@ class TrainingRunner:
         self.base_models = base_models
         self.files = CheckpointFolders(checkpoints_dir)
         self.trainer = Trainer(placement)
+        self.on_checkpoint = on_checkpoint
         self._cancel: set[str] = set()
         self._stopping = threading.Event()
         self._recover()
@@ -361,3 +364,8 @@ class TrainingRunner:
         if base.path:
             self.files.drop_optimizer(Path(base.path))
         self.trainer.keep(policy, step)
+        if folder is not None and self.on_checkpoint is not None:
+            try:
+                self.on_checkpoint(base.model_id, step, folder)
+            except Exception:  # the job has succeeded: a hook never changes that
+                log.exception("checkpoint hook failed for %s step %d", base.model_id, step)
