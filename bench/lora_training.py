@@ -111,7 +111,7 @@ def training_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| training | parameters (M) | trainable (M) | SFT step, wall (s) | SFT step, CPU (s)"
         " | peak memory (MiB) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         name = "LoRA r=8, 7 projections" if r["mode"] == "lora" else "full fine-tuning"

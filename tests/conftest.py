@@ -111,10 +111,10 @@ class LocalServer:
         )
         return out.stdout.strip()
 
-    def http(self, key: str | None = None) -> httpx.Client:
+    def http(self, key: str | None = None, timeout: float = 60) -> httpx.Client:
         """A raw HTTP client with the key, for exact wire checks."""
         headers = {"Authorization": f"Bearer {key or self.key}"} if key != "" else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

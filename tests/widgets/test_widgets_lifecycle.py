@@ -139,9 +139,11 @@ def test_status_line_turns_any_error_into_one_line(server: Any) -> None:
     monitor.wait(timeout=30)  # polling gives up after MAX_ERRORS failures
     assert not monitor.polling and monitor.status_line.text.startswith("polling (5/5) failed: 404: ")
     builder = TrajectoryBuilder()
+    builder.role.value = "assistant"
     builder.tool_name.value, builder.tool_args.value = "calc", "{not json"
     click(builder, "Add message")
-    assert builder.status_line.kind == "error" and "JSONDecodeError" in builder.status_line.text
+    assert builder.status_line.kind == "error" and "are not JSON" in builder.status_line.text
+    assert builder.draft == []  # nothing added
 
 
 def font_awesome_names() -> set[str]:

@@ -40,7 +40,7 @@ def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
     lock = threading.Lock()
 
     def run(name: str, priority: int) -> None:
-        with flagged.http() as http:
+        with flagged.http(timeout=600) as http:  # waits behind the blocker, long on a loaded machine
             r = http.post(
                 "/v1/chat/completions",
                 json={"messages": USER, "max_tokens": 10, "ignore_eos": True, "priority": priority},
@@ -50,7 +50,7 @@ def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
             finished.append(name)
 
     with (
-        flagged.http() as http,
+        flagged.http(timeout=600) as http,
         http.stream(
             "POST",
             "/v1/chat/completions",
