@@ -4,9 +4,8 @@ every turn of every trajectory is trained)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field
 from training_helpers import new_model, served
 
 from conftest import LocalServer
@@ -17,21 +16,12 @@ from toolkit.types.training import Choice, Trajectory, TrajectoryGroup
 BASE = "toolkit/tiny-chat-1m"
 
 
-class ShortKeyLookup(lookup.CodeLookup):
-    """The lookup task with the key's length in the tool's schema: the constrained call then ends
-    within ``max_tokens`` (a random model rarely closes an unbounded string; the call is ~64 bytes)."""
-
-    def get(self, key: Annotated[str, Field(max_length=3)]) -> str:
-        """Code of a key."""
-        return super().get(key)
-
-
 def two_turns(agent_model: str, client: Any) -> Agent[lookup.Scenario]:
     """Two required calls per episode: the random base model calls (constrained), never answers."""
     return Agent(
         client,
         agent_model,
-        ShortKeyLookup,
+        lookup.CodeLookup,
         tool_choice="required",
         parallel_tool_calls=False,  # one call per turn (else the random model goes on calling)
         max_turns=2,
@@ -104,7 +94,7 @@ async def test_the_async_agent_against_the_server(server: LocalServer) -> None:
         agent = AsyncAgent(
             client,
             BASE,
-            ShortKeyLookup,
+            lookup.CodeLookup,
             tool_choice="required",
             parallel_tool_calls=False,
             max_turns=2,

@@ -19,7 +19,9 @@ import string
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..client import Client
 from ..rollouts import Agent, Environment, tool
@@ -63,7 +65,7 @@ class CodeLookup(Environment[Scenario]):
     def tools(self) -> Sequence[Callable[..., Any]]:
         return [self.get]
 
-    def get(self, key: str) -> str:
+    def get(self, key: Annotated[str, Field(max_length=3)]) -> str:
         """Code of a key."""
         return self.scenario.code if key == self.scenario.key else "no such key"
 
