@@ -15,16 +15,15 @@ import pytest
 import torch
 from peft import PeftModel
 from training_helpers import prompt, served
-from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import AutoModelForCausalLM
 
 import toolkit as tk
 from conftest import LocalServer
 from toolkit.client import NotFoundError
-from toolkit.server.engine.tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
+from toolkit.server.engine.random_models import write_folder
 from toolkit.tasks import reverse
 from toolkit.types.training import Model
 
-IDS = {token: i for i, token in enumerate(SPECIAL_TOKENS, start=256)}
 WORD, ANSWER = "cat", "tac"
 
 
@@ -32,22 +31,7 @@ WORD, ANSWER = "cat", "tac"
 def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random Qwen3-shaped causal LM folder over the byte tokenizer, as a Hugging Face folder."""
     folder = tmp_path_factory.mktemp("hf") / "tiny-qwen3"
-    config = Qwen3Config(
-        vocab_size=len(IDS) + 256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=512,
-        eos_token_id=[IDS[IM_END], IDS[EOS]],
-        pad_token_id=IDS[PAD],
-    )
-    torch.manual_seed(0)
-    Qwen3ForCausalLM(config).save_pretrained(folder)
-    byte_tokenizer().save(str(folder / "tokenizer.json"))
-    (folder / "chat_template.jinja").write_text(CHATML_TEMPLATE)
+    write_folder(folder, "qwen3")
     return folder
 
 
@@ -105,8 +89,8 @@ def test_a_downloaded_adapter_completes_in_peft_as_on_the_server(
             torch.tensor([prompt_ids]),
             max_new_tokens=6,
             do_sample=False,
-            eos_token_id=[IDS[IM_END], IDS[EOS]],
-            pad_token_id=IDS[PAD],
+            eos_token_id=base.config.eos_token_id,  # the folder's own, as the server reads them
+            pad_token_id=base.config.pad_token_id,
         )
     assert out[0, len(prompt_ids) :].tolist() == served_ids
     assert served_ids != base_ids  # the adapter changed the completion: the comparison means something
