@@ -14,38 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learning_runs import start_server, write_section
+
 import toolkit as tk
 from toolkit.rollouts import gather
 from toolkit.tasks import reverse
 from toolkit.types.training import TrajectoryGroup
 
-ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Learning task"
-
-
-def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        try:
-            url = json.loads((folder / "server.json").read_text())["url"]
-            return proc, url, (folder / "local.key").read_text().strip()
-        except (FileNotFoundError, ValueError, KeyError):
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the server did not start")
 
 
 def mean_reward(groups: list[TrajectoryGroup]) -> float:
@@ -167,17 +149,6 @@ Sampled (T=1) reward on {args.eval_samples} held-out words:
 """
 
 
-def write_section(text: str) -> None:
-    path = ROOT / "docs" / "performance.md"
-    current = path.read_text() if path.exists() else "# Performance\n"
-    pattern = re.compile(rf"{re.escape(SECTION)}\n.*?(?=\n## |\Z)", re.S)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _: text.rstrip("\n"), current)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    path.write_text(updated.rstrip("\n") + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url")
@@ -207,7 +178,7 @@ def main() -> None:
     text = report(result, args)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":
