@@ -1,0 +1,1 @@
+"""Research on trajectories: export and import, best-of-group SFT, re-scoring, evaluation."""
