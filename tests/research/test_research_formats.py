@@ -51,7 +51,11 @@ def agent_trajectory(code: str, reward: float) -> Trajectory:
             ),
             ChatMessage(role="tool", content=code, tool_call_id="call_0"),
             Choice.model_validate(
-                {"finish_reason": "stop", "message": {"role": "assistant", "content": code}, "logprobs": LOGPROBS}
+                {
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": code},
+                    "logprobs": LOGPROBS,
+                }
             ),
         ],
         tools=[TOOL],
@@ -88,7 +92,9 @@ def messages_only(choice_for_plain_assistant: bool):
         items = []
         for m in t.messages_and_choices:
             if isinstance(m, Choice):
-                items.append(Choice(message=ChoiceMessage(content=m.message.content, tool_calls=m.message.tool_calls)))
+                items.append(
+                    Choice(message=ChoiceMessage(content=m.message.content, tool_calls=m.message.tool_calls))
+                )
             elif m.role == "assistant" and choice_for_plain_assistant:
                 items.append(Choice(message=ChoiceMessage(content=m.content)))
             else:
@@ -107,7 +113,9 @@ def art_rows_carried(groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
     return [
         TrajectoryGroup(
             trajectories=[
-                plain(t).model_copy(update={"reward": t.reward, "metrics": t.metrics, "metadata": t.metadata, "logs": t.logs})
+                plain(t).model_copy(
+                    update={"reward": t.reward, "metrics": t.metrics, "metadata": t.metadata, "logs": t.logs}
+                )
                 for t in g.trajectories
             ]
         )
@@ -177,7 +185,14 @@ def test_frame_round_trip(groups: list[TrajectoryGroup]) -> None:
 
 def test_stored_records_fold_into_groups(groups: list[TrajectoryGroup]) -> None:
     records = [
-        {"id": i, "group_id": gid, "split": "train", "step": 0, "reward": t.reward, "trajectory": t.model_dump(mode="json")}
+        {
+            "id": i,
+            "group_id": gid,
+            "split": "train",
+            "step": 0,
+            "reward": t.reward,
+            "trajectory": t.model_dump(mode="json"),
+        }
         for i, (gid, t) in enumerate((gid, t) for gid, g in enumerate(groups) for t in g.trajectories)
     ]
     back = imports.from_frame(export.to_frame(records))
@@ -188,6 +203,8 @@ def test_unknown_format_and_content_parts_are_errors(groups: list[TrajectoryGrou
     with pytest.raises(ValueError, match="unknown format 'sharegpt'"):
         export.to_jsonl(groups, tmp_path / "x.jsonl", format="sharegpt")  # type: ignore[arg-type]
     assert not (tmp_path / "x.jsonl").exists()
-    parts = Trajectory(messages_and_choices=[ChatMessage(role="user", content=[{"type": "text", "text": "hi"}])])
+    parts = Trajectory(
+        messages_and_choices=[ChatMessage(role="user", content=[{"type": "text", "text": "hi"}])]
+    )
     with pytest.raises(ValueError, match="only text content"):
         export.rows([TrajectoryGroup(trajectories=[parts])], "openai")

@@ -41,7 +41,9 @@ def rows(items: GroupSource, format: Format = "trl") -> list[dict[str, Any]]:
     out = []
     for index, group in enumerate(as_groups(items)):
         for t in group.trajectories:
-            out.append(art_row(t, index) if format == "art" else openai_row(t) if format == "openai" else trl_row(t))
+            out.append(
+                art_row(t, index) if format == "art" else openai_row(t) if format == "openai" else trl_row(t)
+            )
     return out
 
 
@@ -133,8 +135,6 @@ def to_jsonl(items: GroupSource, path: str | Path, format: Format = "art") -> Pa
     one trajectory per line."""
     check_format(format)
     groups = as_groups(items)
-    lines = (
-        [_without_logprobs(g) for g in groups] if format == "art" else rows(groups, format)
-    )
+    lines = [_without_logprobs(g) for g in groups] if format == "art" else rows(groups, format)
     Path(path).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return Path(path)

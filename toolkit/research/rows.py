@@ -61,12 +61,16 @@ def item(data: dict[str, Any], trainable: bool) -> ChatMessage | Choice:
     """A message back as a choice (trainable assistant turn) or a plain message."""
     fields = {k: v for k, v in data.items() if k not in ("weight", "trainable")}
     if data.get("role") == "assistant" and trainable:
-        return Choice(message=ChoiceMessage(content=fields.get("content"), tool_calls=fields.get("tool_calls")))
+        return Choice(
+            message=ChoiceMessage(content=fields.get("content"), tool_calls=fields.get("tool_calls"))
+        )
     return ChatMessage.model_validate({k: v for k, v in fields.items() if v is not None or k == "content"})
 
 
 def _tools(trajectory: Trajectory) -> list[dict[str, Any]] | None:
-    return [t.model_dump(mode="json", exclude_none=True) for t in trajectory.tools] if trajectory.tools else None
+    return (
+        [t.model_dump(mode="json", exclude_none=True) for t in trajectory.tools] if trajectory.tools else None
+    )
 
 
 def _parse_tools(value: Any) -> list[Tool] | None:
