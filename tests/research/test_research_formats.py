@@ -207,4 +207,4 @@ def test_unknown_format_and_content_parts_are_errors(groups: list[TrajectoryGrou
         messages_and_choices=[ChatMessage(role="user", content=[{"type": "text", "text": "hi"}])]
     )
     with pytest.raises(ValueError, match="only text content"):
-        export.rows([TrajectoryGroup(trajectories=[parts])], "openai")
+        export.to_rows([TrajectoryGroup(trajectories=[parts])], "openai")

@@ -13,7 +13,7 @@ Every function takes groups, their JSON, or stored trajectory records.
 """
 
 from .evaluate import Evaluation, chat_task, checkpoint_name, evaluate
-from .export import rows, to_dataset, to_frame, to_jsonl, to_parquet
+from .export import to_dataset, to_frame, to_jsonl, to_parquet, to_rows
 from .figures import evaluation as evaluation_figure
 from .figures import rescore as rescore_figure
 from .imports import from_dataset, from_frame, from_rows, read_jsonl, read_parquet
@@ -42,7 +42,6 @@ __all__ = [
     "rescore",
     "rescore_async",
     "rescore_figure",
-    "rows",
     "sft_from_best",
     "stored_groups",
     "stored_records",
@@ -50,4 +49,5 @@ __all__ = [
     "to_frame",
     "to_jsonl",
     "to_parquet",
+    "to_rows",
 ]

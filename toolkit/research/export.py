@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from ..types.training import Choice, Trajectory, TrajectoryGroup
+from ..frames import groups_frame
+from ..types.training import TrajectoryGroup
 from .records import GroupSource, as_groups
 from .rows import art_row, check_format, openai_row, trl_row
 
@@ -35,7 +36,7 @@ def optional(module: str) -> Any:
         raise ImportError(f"{module} is needed for this export: {EXTRA}") from exc
 
 
-def rows(items: GroupSource, format: Format = "trl") -> list[dict[str, Any]]:
+def to_rows(items: GroupSource, format: Format = "trl") -> list[dict[str, Any]]:
     """One row per trajectory in ``format`` (``art`` rows carry their group's index)."""
     check_format(format)
     out = []
@@ -47,42 +48,21 @@ def rows(items: GroupSource, format: Format = "trl") -> list[dict[str, Any]]:
     return out
 
 
-def _last(trajectory: Trajectory) -> tuple[str | None, str | None]:
-    last = trajectory.messages_and_choices[-1] if trajectory.messages_and_choices else None
-    if isinstance(last, Choice):
-        return last.message.content, last.finish_reason
-    return (last.content if last is not None and isinstance(last.content, str) else None), None
-
-
 def to_frame(items: GroupSource) -> pd.DataFrame:
-    """One row per trajectory: ``group``, ``index`` (in its group), ``reward``, ``num_messages``,
-    ``num_turns`` (choices), ``last_content``, ``finish_reason``, ``metric/<key>``, ``meta/<key>``
-    and ``trajectory`` (the object itself). Group-level fields are not carried."""
-    records = []
-    for g, group in enumerate(as_groups(items)):
-        for i, t in enumerate(group.trajectories):
-            content, finish = _last(t)
-            records.append(
-                {
-                    "group": g,
-                    "index": i,
-                    "reward": t.reward,
-                    "num_messages": len(t.messages_and_choices),
-                    "num_turns": len(t.choices()),
-                    "last_content": content,
-                    "finish_reason": finish,
-                    **{f"metric/{k}": v for k, v in t.metrics.items()},
-                    **{f"meta/{k}": v for k, v in t.metadata.items()},
-                    "trajectory": t,
-                }
-            )
-    return pd.DataFrame(records)
+    """:func:`toolkit.frames.groups_frame` (one row per trajectory: ``group``, ``index``, ``reward``,
+    sizes, last content, ``metric/*``, ``meta/*``) plus ``trajectory``, the object itself, from which
+    :func:`~toolkit.research.imports.from_frame` rebuilds the groups. Group-level fields are not carried."""
+    groups = as_groups(items)
+    frame = groups_frame(groups)
+    trajectories = [t for g in groups for t in g.trajectories]
+    frame["trajectory"] = pd.Series(trajectories, index=frame.index, dtype=object)
+    return frame
 
 
 def to_dataset(items: GroupSource, format: Format = "trl") -> datasets.Dataset:
     """A ``datasets.Dataset`` of the format's rows (``tools`` as JSON strings in every format, since
     tool schemas differ row to row)."""
-    table = rows(items, format)
+    table = to_rows(items, format)
     if format == "openai":
         table = [{**r, "tools": json.dumps(r["tools"])} if "tools" in r else r for r in table]
     return optional("datasets").Dataset.from_list(table)
@@ -116,7 +96,7 @@ def to_parquet(items: GroupSource, path: str | Path) -> Path:
     """ART's Parquet layout, one row per trajectory (see :mod:`toolkit.research.rows`)."""
     pa = optional("pyarrow")
     pq = optional("pyarrow.parquet")
-    pq.write_table(pa.Table.from_pylist(rows(items, "art"), schema=_art_schema()), str(path))
+    pq.write_table(pa.Table.from_pylist(to_rows(items, "art"), schema=_art_schema()), str(path))
     return Path(path)
 
 
@@ -135,6 +115,6 @@ def to_jsonl(items: GroupSource, path: str | Path, format: Format = "art") -> Pa
     one trajectory per line."""
     check_format(format)
     groups = as_groups(items)
-    lines = [_without_logprobs(g) for g in groups] if format == "art" else rows(groups, format)
+    lines = [_without_logprobs(g) for g in groups] if format == "art" else to_rows(groups, format)
     Path(path).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return Path(path)

@@ -21,7 +21,7 @@ from .rows import check_format, from_art_row, from_openai_row, from_trl_row
 
 
 def from_rows(rows: Iterable[dict[str, Any]], format: Format = "trl") -> list[TrajectoryGroup]:
-    """Rows of ``format`` (as :func:`toolkit.research.export.rows` makes them) back into groups."""
+    """Rows of ``format`` (as :func:`toolkit.research.export.to_rows` makes them) back into groups."""
     check_format(format)
     if format != "art":
         read = from_openai_row if format == "openai" else from_trl_row
