@@ -18,7 +18,7 @@ from toolkit import research
 from toolkit.research.judge import SCORES
 from toolkit.rollouts import gather
 from toolkit.tasks import reverse
-from toolkit.types.training import Model, Trajectory
+from toolkit.types.training import Model, Trajectory, TrajectoryGroup
 
 
 @dataclass
@@ -96,16 +96,26 @@ def test_rescore_async_awaits_the_reward(logged: Logged) -> None:
         research.rescore(logged.records, constant)
 
 
-def test_judge_ranks_each_group_through_the_chat_endpoint(logged: Logged) -> None:
-    groups = research.as_groups(logged.records)[:2]
-    judged = research.judge(logged.client, groups, model=BASE, max_explanation=4)
-    for before, after in zip(groups, judged, strict=True):
-        for old, new in zip(before.trajectories, after.trajectories, strict=True):
+def check_judged(before: list[TrajectoryGroup], after: list[TrajectoryGroup]) -> None:
+    for group, judged in zip(before, after, strict=True):
+        for old, new in zip(group.trajectories, judged.trajectories, strict=True):
             assert new.reward in SCORES and new.metrics["ruler_score"] == new.reward
             assert new.metrics["independent_reward"] == old.reward
             assert new.logs[-1].startswith("judge: ")
             assert new.messages_and_choices == old.messages_and_choices
+
+
+def test_judge_ranks_each_group_through_the_chat_endpoint(logged: Logged) -> None:
+    groups = research.as_groups(logged.records)[:1]
+    check_judged(groups, research.judge(logged.client, groups, model=BASE, max_explanation=4))
     assert research.stored_records(logged.client, logged.source.id) == logged.records
+
+
+async def test_judge_async_on_an_async_client(server: LocalServer, logged: Logged) -> None:
+    groups = research.as_groups(logged.records)[1:2]
+    async with server.async_client() as client:
+        judged = await research.judge_async(client, groups, model=BASE, max_explanation=4)
+    check_judged(groups, judged)
 
 
 def test_evaluate_runs_every_checkpoint_and_logs_the_current_step(logged: Logged) -> None:

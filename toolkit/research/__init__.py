@@ -17,7 +17,7 @@ from .export import to_dataset, to_frame, to_jsonl, to_parquet, to_rows
 from .figures import evaluation as evaluation_figure
 from .figures import rescore as rescore_figure
 from .imports import from_dataset, from_frame, from_rows, read_jsonl, read_parquet
-from .judge import JudgeError, judge, judge_group
+from .judge import JudgeError, judge, judge_async, judge_group, judge_group_async
 from .records import as_groups, stored_groups, stored_records
 from .rescore import comparison, rescore, rescore_async
 from .selection import best_of_groups, sft_from_best
@@ -36,7 +36,9 @@ __all__ = [
     "from_frame",
     "from_rows",
     "judge",
+    "judge_async",
     "judge_group",
+    "judge_group_async",
     "read_jsonl",
     "read_parquet",
     "rescore",

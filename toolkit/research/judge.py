@@ -12,12 +12,14 @@ the old reward in ``metrics["independent_reward"]`` and the explanation in ``log
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from ..client import Client
+from ..client import AsyncClient, Client
 from ..types.training import Trajectory, TrajectoryGroup
 from .records import GroupSource, as_groups
 from .rescore import rescored
@@ -109,6 +111,47 @@ def parse_scores(text: str | None, n: int) -> list[tuple[float, str]]:
     return out
 
 
+@dataclass
+class _Judging:
+    """One group's judging written once: the chat request, and the scored copy made from the answer
+    (run by :func:`judge_group` on a client, :func:`judge_group_async` on an async one)."""
+
+    group: TrajectoryGroup
+    keys: list[str]  # each trajectory's messages, as a key
+    distinct: list[str]  # each distinct key once, in order: trajectory id N is distinct[N - 1]
+
+    @classmethod
+    def of(cls, group: TrajectoryGroup) -> _Judging:
+        keys = [json.dumps(_messages(t), sort_keys=True) for t in group.trajectories]
+        return cls(group, keys, list(dict.fromkeys(keys)))
+
+    def request(
+        self, model: str | None, rubric: str, max_explanation: int, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        context, suffixes = split_prefix([json.loads(d) for d in self.distinct])
+        answer_schema = {
+            "name": "scores",
+            "schema": schema(len(self.distinct), max_explanation),
+            "strict": True,
+        }
+        return {
+            "model": model,
+            "messages": judge_messages(context, suffixes, rubric),
+            "response_format": {"type": "json_schema", "json_schema": answer_schema},
+            **{"temperature": 0.0, **options},
+        }
+
+    def scored(self, content: str | None) -> TrajectoryGroup:
+        scores = parse_scores(content, len(self.distinct))
+        trajectories = []
+        for t, key in zip(self.group.trajectories, self.keys, strict=True):
+            score, explanation = scores[self.distinct.index(key)]
+            copy = rescored(t, (score, {"ruler_score": score}))
+            copy.logs.append(f"judge: {explanation}")
+            trajectories.append(copy)
+        return self.group.model_copy(update={"trajectories": trajectories}, deep=True)
+
+
 def judge_group(
     client: Client,
     group: TrajectoryGroup,
@@ -119,32 +162,30 @@ def judge_group(
     **options: Any,
 ) -> TrajectoryGroup:
     """A re-scored copy of ``group``, judged by ``model`` (any name the chat endpoint serves)."""
-    lists = [_messages(t) for t in group.trajectories]
-    if not lists:
+    judging = _Judging.of(group)
+    if not judging.keys:
         return group.model_copy(deep=True)
-    distinct = list(dict.fromkeys(json.dumps(m, sort_keys=True) for m in lists))
-    context, suffixes = split_prefix([json.loads(d) for d in distinct])
-    completion = client.chat.completions.create(
-        model=model,
-        messages=judge_messages(context, suffixes, rubric),
-        response_format={
-            "type": "json_schema",
-            "json_schema": {
-                "name": "scores",
-                "schema": schema(len(distinct), max_explanation),
-                "strict": True,
-            },
-        },
-        **{"temperature": 0.0, **options},
+    completion = client.chat.completions.create(**judging.request(model, rubric, max_explanation, options))
+    return judging.scored(completion.choices[0].message.content)
+
+
+async def judge_group_async(
+    client: AsyncClient,
+    group: TrajectoryGroup,
+    *,
+    model: str | None = None,
+    rubric: str = RUBRIC,
+    max_explanation: int = 80,
+    **options: Any,
+) -> TrajectoryGroup:
+    """:func:`judge_group` on an :class:`~toolkit.AsyncClient` (e.g. in ``gather_async`` pipelines)."""
+    judging = _Judging.of(group)
+    if not judging.keys:
+        return group.model_copy(deep=True)
+    completion = await client.chat.completions.create(
+        **judging.request(model, rubric, max_explanation, options)
     )
-    scores = parse_scores(completion.choices[0].message.content, len(distinct))
-    trajectories = []
-    for t, key in zip(group.trajectories, (json.dumps(m, sort_keys=True) for m in lists), strict=True):
-        score, explanation = scores[distinct.index(key)]
-        copy = rescored(t, (score, {"ruler_score": score}))
-        copy.logs.append(f"judge: {explanation}")
-        trajectories.append(copy)
-    return group.model_copy(update={"trajectories": trajectories}, deep=True)
+    return judging.scored(completion.choices[0].message.content)
 
 
 def judge(
@@ -161,3 +202,22 @@ def judge(
     groups = as_groups(items)
     with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
         return list(pool.map(lambda g: judge_group(client, g, model=model, rubric=rubric, **options), groups))
+
+
+async def judge_async(
+    client: AsyncClient,
+    items: GroupSource,
+    *,
+    model: str | None = None,
+    rubric: str = RUBRIC,
+    max_concurrency: int = 4,
+    **options: Any,
+) -> list[TrajectoryGroup]:
+    """:func:`judge` on an :class:`~toolkit.AsyncClient`: up to ``max_concurrency`` groups at once."""
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def one(group: TrajectoryGroup) -> TrajectoryGroup:
+        async with limit:
+            return await judge_group_async(client, group, model=model, rubric=rubric, **options)
+
+    return list(await asyncio.gather(*(one(g) for g in as_groups(items))))
