@@ -150,3 +150,13 @@ def test_evaluate_with_your_prompts_and_scorer(logged: Logged) -> None:
     ]
     with pytest.raises(ValueError, match="nothing to evaluate"):
         research.evaluate(logged.client, logged.trained.id, [], task, steps=[1], progress=False)
+
+
+async def test_evaluate_async_defaults_to_every_checkpoint(server: LocalServer, logged: Logged) -> None:
+    async with server.async_client() as client:
+        result = await research.evaluate_async(
+            client, logged.trained.id, ["cat"], reverse.async_rollout, log=False, progress=False
+        )
+    assert list(result.frame["step"]) == [0, 1] and list(result.frame["n"]) == [1, 1]
+    assert not result.frame["logged"].any()
+    assert [g.trajectories[0].final_policy_version for g in result.groups[1]] == [1]

@@ -12,7 +12,7 @@
 Every function takes groups, their JSON, or stored trajectory records.
 """
 
-from .evaluate import Evaluation, chat_task, checkpoint_name, evaluate
+from .evaluate import Evaluation, chat_task, checkpoint_name, evaluate, evaluate_async
 from .export import to_dataset, to_frame, to_jsonl, to_parquet, to_rows
 from .figures import evaluation as evaluation_figure
 from .figures import rescore as rescore_figure
@@ -31,6 +31,7 @@ __all__ = [
     "checkpoint_name",
     "comparison",
     "evaluate",
+    "evaluate_async",
     "evaluation_figure",
     "from_dataset",
     "from_frame",
