@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from conftest import LocalServer
 from toolkit import research
 from toolkit.research.judge import SCORES
 from toolkit.rollouts import gather
-from toolkit.tasks import reverse
+from toolkit.tasks import lookup, reverse
 from toolkit.types.training import Model, Trajectory, TrajectoryGroup
 
 
@@ -160,3 +161,28 @@ async def test_evaluate_async_defaults_to_every_checkpoint(server: LocalServer, 
     assert list(result.frame["step"]) == [0, 1] and list(result.frame["n"]) == [1, 1]
     assert not result.frame["logged"].any()
     assert [g.trajectories[0].final_policy_version for g in result.groups[1]] == [1]
+
+
+def test_stored_multi_turn_trajectories_export_as_they_were_logged(logged: Logged, tmp_path: Path) -> None:
+    client = logged.client
+    model = new_model(client, "agent")
+    rows = [lookup.demonstration(s) for s in lookup.scenarios(2, seed=5)]
+    groups = research.from_rows(rows, "openai")
+    for g, reward in zip(groups, (1.0, 0.0), strict=True):
+        g.trajectories[0].reward = reward
+    client.models.log(model.id, split="train", trajectory_groups=groups)
+    stored = research.stored_groups(client, model.id)
+    assert sorted(stored, key=lambda g: -g.trajectories[0].reward) == groups
+    assert research.to_rows(stored, "openai") == [
+        {**r, "parallel_tool_calls": True} for r in rows_weighted(rows)
+    ]
+    path = research.to_parquet(stored, tmp_path / "agent.parquet")
+    assert research.read_parquet(path) == stored
+
+
+def rows_weighted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The demonstrations as the OpenAI export writes them: assistant messages weighted 1."""
+    return [
+        {**r, "messages": [{**m, "weight": 1} if m["role"] == "assistant" else m for m in r["messages"]]}
+        for r in rows
+    ]
