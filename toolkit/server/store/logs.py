@@ -261,7 +261,7 @@ class TrajectoryLogs:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def query(
+    def query_json(
         self,
         model_id: str,
         where: TrajectoryFilter = TrajectoryFilter(),
@@ -269,9 +269,10 @@ class TrajectoryLogs:
         limit: int = 100,
         offset: int = 0,
         after: tuple[int, int] | None = None,
-    ) -> list[dict[str, object]]:
-        """Stored trajectories, newest step first (then in storing order); ``after`` is the cursor
-        ``(step, id)`` of the last item of the previous page."""
+    ) -> str:
+        """A page of stored trajectories as the JSON array the route answers, newest step first (then
+        in storing order); ``after`` is the cursor ``(step, id)`` of the last item of the previous
+        page. Each trajectory's stored JSON is spliced in as it is (never parsed on the way out)."""
         conditions, args = where.where()
         sql = f"SELECT {COLUMNS} FROM trajectories WHERE model_id = ?{conditions}"
         if after is not None:
@@ -279,8 +280,9 @@ class TrajectoryLogs:
             args += [after[0], after[0], after[1]]
         sql += " ORDER BY step DESC, id ASC LIMIT ? OFFSET ?"
         rows = self.db.conn.execute(sql, (model_id, *args, limit, offset)).fetchall()
-        return [
-            {
+        items = []
+        for r in rows:
+            fields = {
                 "id": r["id"],
                 "model_id": r["model_id"],
                 "group_id": r["group_id"],
@@ -289,7 +291,6 @@ class TrajectoryLogs:
                 "step": r["step"],
                 "reward": r["reward"],
                 "advantage": r["advantage"],
-                "trajectory": json.loads(r["data"]),
                 "prompt_tokens": r["prompt_tokens"],
                 "completion_tokens": r["completion_tokens"],
                 "truncated": bool(r["truncated"]),
@@ -299,5 +300,5 @@ class TrajectoryLogs:
                 "trained_step": r["trained_step"],
                 "job_id": r["job_id"],
             }
-            for r in rows
-        ]
+            items.append(f'{json.dumps(fields)[:-1]}, "trajectory": {r["data"]}}}')
+        return f"[{', '.join(items)}]"

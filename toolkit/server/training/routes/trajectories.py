@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from ....types.training import LogRequest, LogResponse
 from ....types.trajectories import StoredTrajectory
@@ -56,7 +56,7 @@ def list_trajectories(
     after: Annotated[str | None, Query(description="id of the last trajectory of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=SQLITE_INT_MAX)] = 0,
-) -> list[dict[str, object]]:
+) -> Response:
     """Extension: stored trajectories, newest step first, then in the order they were stored. A page
     is a JSON array; the next page starts ``after`` the last item's id (shorter than ``limit``: the
     last page)."""
@@ -84,4 +84,5 @@ def list_trajectories(
         search=search,
         prompt_key=prompt_key,
     )
-    return training.logs.query(model_id, where, limit=limit, offset=offset, after=cursor)
+    page = training.logs.query_json(model_id, where, limit=limit, offset=offset, after=cursor)
+    return Response(page, media_type="application/json")
