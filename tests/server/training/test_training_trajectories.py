@@ -266,17 +266,23 @@ def test_a_trajectory_of_another_model_is_no_cursor(server: LocalServer, run: Ru
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "after"]
 
 
-def test_a_job_on_unlogged_trajectories_is_acknowledged_only_once_stored(server: LocalServer) -> None:
-    """A job's rows are written in the transaction that ends it: once the job reads succeeded, they
-    are there (and a server restarted afterwards still has them, see test_api_restart)."""
-    client = server.client()
+def test_what_was_acknowledged_survives_kill_9(fresh_server: LocalServer) -> None:
+    """A job's rows are committed with its checkpoint, a /log's before its answer: once the job reads
+    succeeded (or /log answered), a server killed without shutdown still has them."""
+    client = fresh_server.client()
     model = new_model(client, "ack")
     base = served(model, 0)
-    group = {
-        "trajectories": [answer_trajectory(client, base, "cat", a, r) for a, r in (("tac", 1.0), ("xy", 0.0))]
-    }
+    answers = (("tac", 1.0), ("xy", 0.0))
+    group = {"trajectories": [answer_trajectory(client, base, "cat", a, r) for a, r in answers]}
     job = client.training_jobs.create(model_id=model.id, trajectory_groups=[group])
     job.wait(progress=False)
-    rows = everything(client, model.id)
-    assert [(r.split, r.step, r.trained_step, r.job_id) for r in rows] == [("train", 0, 1, job.id)] * 2
-    assert [r.advantage for r in rows] == pytest.approx(independent_advantages([1.0, 0.0]))
+    client.models.log(model.id, split="val", trajectory_groups=crafted_val_groups(client, served(model, 1)))
+    before = [r.model_dump() for r in everything(client, model.id)]
+    fresh_server.kill()
+    fresh_server.start()
+    after = everything(fresh_server.client(), model.id)
+    assert [r.model_dump() for r in after] == before
+    trained = [r for r in after if r.split == "train"]
+    assert [(r.step, r.trained_step, r.job_id) for r in trained] == [(0, 1, job.id)] * 2
+    assert [r.advantage for r in trained] == pytest.approx(independent_advantages([1.0, 0.0]))
+    assert len(after) == 2 + 5
