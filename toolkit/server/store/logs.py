@@ -187,7 +187,8 @@ class TrajectoryLogs:
         the job used and the step it produced. A trajectory logged with split ``train`` (as ART logs
         before it trains) at or before the job's base ``step`` is that row, linked by its exact JSON;
         the others become new rows with split ``train`` at ``step``, in groups of their own
-        (``log_groups.job_id``, left out of the ``/log`` metrics)."""
+        (``log_groups.job_id``). ``/log`` never rolls them up: the job moves the model past ``step``
+        in this same transaction, and ``/log`` writes at the current step only."""
         claimed: set[int] = set()
         updates: list[tuple[object, ...]] = []
         new: list[GroupRows] = []
@@ -227,8 +228,7 @@ class TrajectoryLogs:
     def _groups(self, model_id: str, split: str, step: int) -> list[LoggedGroup]:
         conn = self.db.conn
         groups = conn.execute(
-            "SELECT id, num_exceptions, data FROM log_groups"
-            " WHERE model_id = ? AND split = ? AND step = ? AND job_id IS NULL",
+            "SELECT id, num_exceptions, data FROM log_groups WHERE model_id = ? AND split = ? AND step = ?",
             (model_id, split, step),
         ).fetchall()
         rows = conn.execute(

@@ -122,8 +122,8 @@ MIGRATIONS: list[str] = [
     # 5: every trajectory kept and queryable (docs/interfaces.md, "GET .../trajectories"): its index
     # in the group, what a job computed from it, facts read from its messages at insert (token counts,
     # cut by max_tokens, error, prompt key, trace call, searchable text), and the groups a job stored
-    # itself (``log_groups.job_id``; /log metrics leave them out). Rows logged before this migration
-    # keep NULL token counts, prompt key and search text.
+    # itself (``log_groups.job_id``). Rows logged before this migration keep NULL token counts,
+    # prompt key and search text.
     """
     ALTER TABLE log_groups ADD COLUMN job_id TEXT;
     ALTER TABLE trajectories ADD COLUMN idx INTEGER NOT NULL DEFAULT 0;
