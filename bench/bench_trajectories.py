@@ -30,7 +30,7 @@ import httpx
 from learning_runs import start_server, write_section
 
 from toolkit.server.store.db import Database
-from toolkit.server.store.logs import TrajectoryLogs
+from toolkit.server.store.logs import LoggedGroup, TrajectoryLogs
 from toolkit.server.store.migrations import MIGRATIONS
 from toolkit.server.store.models import Models
 from toolkit.server.store.users import Users
@@ -87,7 +87,8 @@ def group(rng: random.Random, g: int) -> dict[str, Any]:
 
 
 def plain_log(db: Database, models: Models, model_id: str, req: LogRequest) -> None:
-    """The ``/log`` insert before trajectories were kept with their facts: the JSON and reward only."""
+    """``/log`` before trajectories were kept with their facts: the JSON and reward only, and the
+    split metrics recomputed from the metrics read out of each stored trajectory's JSON."""
     with db.write() as conn:
         checkpoint = models.latest_checkpoint(model_id)
         for g in req.trajectory_groups:
@@ -105,10 +106,24 @@ def plain_log(db: Database, models: Models, model_id: str, req: LogRequest) -> N
                     for t in g.trajectories
                 ],
             )
-        logs = TrajectoryLogs(db, models, rollup)
-        models.merge_metrics(
-            conn, checkpoint.id, rollup(req.split, logs._groups(model_id, req.split, checkpoint.step))
-        )
+        step = checkpoint.step
+        groups = conn.execute(
+            "SELECT id, num_exceptions, data FROM log_groups WHERE model_id = ? AND split = ? AND step = ?",
+            (model_id, req.split, step),
+        ).fetchall()
+        rows = conn.execute(  # the metrics read out of each whole trajectory, as /log did
+            "SELECT group_id, reward, json_extract(data, '$.metrics') FROM trajectories"
+            " WHERE model_id = ? AND split = ? AND step = ?",
+            (model_id, req.split, step),
+        ).fetchall()
+        members: dict[int, list[tuple[float, dict[str, object]]]] = {}
+        for group_id, reward, metrics in rows:
+            members.setdefault(group_id, []).append((reward, json.loads(metrics or "{}")))
+        logged = [
+            LoggedGroup([r for r, _ in members[g[0]]], [m for _, m in members[g[0]]], {}, g[1])
+            for g in groups
+        ]
+        models.merge_metrics(conn, checkpoint.id, rollup(req.split, logged))
 
 
 def in_process(requests: list[LogRequest], folder: Path) -> dict[str, float]:

@@ -102,7 +102,7 @@ class GroupRows:
                 *(group_id, model_id, split, step, self.group.trajectories[i].reward, f.data, i),
                 *(f.prompt_tokens, f.completion_tokens, f.truncated, f.error, f.prompt_key),
                 *(f.trace_call_id, f.content_hash, self.zero_std, f.search_text),
-                *(advantage, trained_step, job_id),
+                *(advantage, trained_step, job_id, f.metrics),
             )
             for (i, f), advantage in zip(self.members, self.advantages, strict=True)
         ]
@@ -111,7 +111,8 @@ class GroupRows:
 INSERT = (
     "INSERT INTO trajectories (group_id, model_id, split, step, reward, data, idx, prompt_tokens,"
     " completion_tokens, truncated, error, prompt_key, trace_call_id, content_hash, zero_std, search_text,"
-    " advantage, trained_step, job_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " advantage, trained_step, job_id, metrics)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -232,7 +233,7 @@ class TrajectoryLogs:
             (model_id, split, step),
         ).fetchall()
         rows = conn.execute(
-            "SELECT group_id, reward, json_extract(data, '$.metrics') AS metrics FROM trajectories"
+            "SELECT group_id, reward, metrics FROM trajectories"
             " WHERE model_id = ? AND split = ? AND step = ?",
             (model_id, split, step),
         ).fetchall()

@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from ...types.training import Choice, PydanticException, Trajectory
 from ...types.trajectories import prompt_key
 
+METRICS_JSON = TypeAdapter(dict[str, Any])
 TRACE_KEYS = ("trace_call_id", "weave_call_id")
 ERROR_KEYS = ("error", "exception")
 
@@ -25,6 +29,7 @@ class TrajectoryFacts:
     prompt_key: str | None
     trace_call_id: str | None
     search_text: str
+    metrics: str  # the trajectory's metrics as JSON (what the /log roll-up reads)
 
 
 def _sum(counts: list[int | None]) -> int | None:
@@ -89,4 +94,5 @@ def trajectory_facts(t: Trajectory, error: str | None = None) -> TrajectoryFacts
         prompt_key=prompt_key(t.messages_and_choices),
         trace_call_id=_first_text(t.metadata, TRACE_KEYS),
         search_text=_search_text(t),
+        metrics=METRICS_JSON.dump_json(t.metrics).decode(),  # NaN as null, as in the trajectory's JSON
     )
