@@ -71,6 +71,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
     )
     db = Database(settings.db_path, MIGRATIONS)
     models = Models(db)
+    logs = TrajectoryLogs(db, models, rollup)
     base_models_by_name = served.specs
     served.start()
     job_worker = JobWorker()
@@ -89,12 +90,13 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         ),
         training=TrainingContext(
             models=models,
-            logs=TrajectoryLogs(db, models, rollup),
+            logs=logs,
             artifacts=Artifacts(db, settings.data_dir / "artifacts"),
             runner=TrainingRunner(
                 db,
                 models,
                 Jobs(db),
+                logs,
                 job_worker,
                 base_models_by_name,
                 settings.checkpoints_dir,

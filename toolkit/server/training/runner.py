@@ -16,6 +16,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ...types.training import (
     ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     TrainingJob,
+    TrajectoryGroup,
 )
 from ..engine.device import Placement
 from ..engine.model import BaseModelSpec
@@ -35,6 +37,7 @@ from ..errors import Unprocessable
 from ..store.artifacts import Artifacts
 from ..store.db import Database
 from ..store.jobs import Jobs
+from ..store.logs import TrajectoryLogs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
@@ -89,6 +92,14 @@ def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> in
     return 0
 
 
+@dataclass
+class TrainedOn:
+    """The groups an RL job trained on and the advantage it used for each trajectory."""
+
+    groups: list[TrajectoryGroup]
+    advantages: list[list[float]]
+
+
 class TrainingRunner:
     """Training jobs of every user, run in submission order on the server's job worker."""
 
@@ -97,6 +108,7 @@ class TrainingRunner:
         db: Database,
         models: Models,
         jobs: Jobs,
+        logs: TrajectoryLogs,
         worker: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
@@ -107,6 +119,7 @@ class TrainingRunner:
         self.db = db
         self.models = models
         self.jobs = jobs
+        self.logs = logs
         self.worker = worker
         self.base_models = base_models
         self.files = CheckpointFolders(checkpoints_dir)
@@ -277,7 +290,8 @@ class TrainingRunner:
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
         }
-        self._save(job_id, policy, base, metrics, trained=bool(plan.batches))
+        trained_on = TrainedOn(groups, plan.advantages)
+        self._save(job_id, policy, base, metrics, trained=bool(plan.batches), trained_on=trained_on)
 
     def _run_sft(
         self, job_id: str, request: dict[str, Any], spec: BaseModelSpec, base: CheckpointRow
@@ -331,10 +345,18 @@ class TrainingRunner:
         return reference_model(spec, Path(row.path) if row.path else None, self.trainer.placement)
 
     def _save(
-        self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool
+        self,
+        job_id: str,
+        policy: Policy,
+        base: CheckpointRow,
+        metrics: dict[str, float],
+        *,
+        trained: bool,
+        trained_on: TrainedOn | None = None,
     ) -> None:
         """Write the checkpoint and its optimizer state (or link the unchanged ones), then the
-        checkpoint row + ``training_ended`` at once; then drop the optimizer state of ``base``."""
+        checkpoint row, the RL job's trajectories with their advantages and ``training_ended`` at
+        once; then drop the optimizer state of ``base``."""
         self._check(job_id)
         step = self.models.current_step(base.model_id) + 1
         staging = self.files.stage(base.model_id, step, job_id)
@@ -356,6 +378,10 @@ class TrainingRunner:
             with self.db.write() as conn:
                 path = str(folder) if folder else None
                 checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
+                if trained_on is not None:
+                    self.logs.record_training(
+                        conn, base.model_id, job_id, base.step, step, trained_on.groups, trained_on.advantages
+                    )
                 self.jobs.succeed(conn, job_id, step, checkpoint_id)
         except BaseException:
             if folder is not None:

@@ -50,6 +50,7 @@ class RLPlan:
     num_groups: int
     num_groups_trainable: int
     num_trajectories: int
+    advantages: list[list[float]]  # per group, per trajectory: the advantage the step uses
 
 
 def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, seed: int) -> RLPlan:
@@ -62,7 +63,7 @@ def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, s
         allow_without_logprobs=cfg.allow_training_without_logprobs,
     )
     batches = pack(plan.samples, cfg.packed_sequence_length, seed)
-    return RLPlan(batches, plan.num_groups, plan.num_groups_trainable, plan.num_trajectories)
+    return RLPlan(batches, plan.num_groups, plan.num_groups_trainable, plan.num_trajectories, plan.advantages)
 
 
 def _logprobs_without_grad(model: PreTrainedModel, batch: Batch, chunk: int) -> torch.Tensor:
