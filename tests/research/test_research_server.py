@@ -130,8 +130,8 @@ def test_evaluate_runs_every_checkpoint_and_logs_the_current_step(logged: Logged
         assert [t.final_policy_version for g in groups for t in g.trajectories] == [step, step]
         rewards = [t.reward for g in groups for t in g.trajectories]
         assert frame.set_index("step").loc[step, "score_mean"] == sum(rewards) / 2
-    stored = client.models.trajectories(model.id, split="val")
-    assert len(stored) == 2 and {r["step"] for r in stored} == {1}
+    stored = list(client.models.trajectories(model.id, split="val"))
+    assert len(stored) == 2 and {r.step for r in stored} == {1}
     metrics = {c.step: c.metrics for c in client.models.checkpoints.list(model.id)}
     assert metrics[1]["val/reward"] == frame.set_index("step").loc[1, "score_mean"]
     assert "val/reward" not in metrics[0]

@@ -9,10 +9,12 @@ attributes). Records of one group (same ``step`` and ``group_id``) become one
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from ..client import Client
+from ..client.training_ops import TrajectoryFilters
 from ..types.training import Trajectory, TrajectoryGroup
+from ..types.trajectories import StoredTrajectory
 
 PAGE = 1000  # the largest page the trajectory listing serves
 GroupSource = Iterable[TrajectoryGroup | Mapping[str, Any] | Any]
@@ -47,24 +49,15 @@ def as_groups(items: GroupSource) -> list[TrajectoryGroup]:
 
 
 def stored_records(
-    client: Client, model_id: str, *, split: str | None = None, step: int | None = None
-) -> list[Any]:
-    """Every stored trajectory record of a model (each page of the listing, each record once)."""
-    records: list[Any] = []
-    seen: set[Any] = set()
-    offset = 0
-    while True:
-        page = list(client.models.trajectories(model_id, split=split, step=step, limit=PAGE, offset=offset))
-        fresh = [r for r in page if field(r, "id") not in seen]
-        seen.update(field(r, "id") for r in fresh)
-        records.extend(fresh)
-        if len(page) < PAGE or not fresh:
-            return records
-        offset += PAGE
+    client: Client, model_id: str, **filters: Unpack[TrajectoryFilters]
+) -> list[StoredTrajectory]:
+    """Every stored trajectory of a model that matches ``filters`` (those of
+    ``client.models.trajectories``), walking its cursor pages."""
+    return list(client.models.trajectories(model_id, limit=PAGE, **filters))
 
 
 def stored_groups(
-    client: Client, model_id: str, *, split: str | None = None, step: int | None = None
+    client: Client, model_id: str, **filters: Unpack[TrajectoryFilters]
 ) -> list[TrajectoryGroup]:
     """A model's stored trajectories as groups (copies: changing them changes nothing stored)."""
-    return as_groups(stored_records(client, model_id, split=split, step=step))
+    return as_groups(stored_records(client, model_id, **filters))
