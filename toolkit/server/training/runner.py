@@ -24,6 +24,7 @@ from typing import Any
 from transformers import PreTrainedModel
 
 from ...types.training import (
+    CHECKPOINT_METRIC_NAMES,
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     ExperimentalSFTConfig,
@@ -41,7 +42,7 @@ from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
-from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
+from .job_metrics import mean_metrics, numbers, train_metrics
 from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
@@ -276,7 +277,11 @@ class TrainingRunner:
             )
         metrics = {
             **summary,
-            **{CANONICAL.get(k, k): v for k, v in mean_metrics(steps).items() if k not in in_summary},
+            **{
+                CHECKPOINT_METRIC_NAMES.get(k, k): v
+                for k, v in mean_metrics(steps).items()
+                if k not in in_summary
+            },
             "data/step_num_groups_submitted": float(plan.num_groups),
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
