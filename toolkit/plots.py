@@ -9,7 +9,7 @@ scale of probability (:func:`probability_color`), so strips of different models 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -247,20 +247,17 @@ WARNING_COLOR = "#d62728"
 
 
 def _band(fig: go.Figure, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: str, **cell: Any) -> None:
-    """A filled band ``mean ± std``."""
-    fill = color.replace("rgb(", "rgba(").replace(")", ",0.2)") if color.startswith("rgb(") else color
-    band_x = np.concatenate([x, x[::-1]])
-    band_y = np.concatenate([mean + std, (mean - std)[::-1]])
+    """A translucent filled area ``mean ± std`` in ``color``."""
     fig.add_trace(
         go.Scatter(
-            x=band_x,
-            y=band_y,
+            x=np.concatenate([x, x[::-1]]),
+            y=np.concatenate([mean + std, (mean - std)[::-1]]),
             fill="toself",
-            fillcolor=fill,
+            fillcolor=color,
+            opacity=0.25,
             line={"width": 0},
             hoverinfo="skip",
             showlegend=False,
-            opacity=0.25 if fill == color else 1.0,
         ),
         **cell,
     )
@@ -328,3 +325,22 @@ def run_health(
     fig.update_xaxes(title_text=frame.attrs.get("x", "step"), row=rows)
     title = f"RL health: {len(found)} warning(s)" if found else "RL health"
     return _layout(fig, title, showlegend=False, height=180 + 210 * rows)
+
+
+def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | None = None) -> go.Figure:
+    """One metric of several runs (health frames by name) overlaid over steps; with ``band`` (a column,
+    e.g. ``reward_std``) each line gets its ``metric ± band`` area."""
+    fig = go.Figure()
+    colorway = pio.templates["plotly"].layout.colorway
+    xs = set()
+    for n, (name, frame) in enumerate(frames.items()):
+        color = colorway[n % len(colorway)]
+        part = frame.sort_values("step") if "step" in frame else frame
+        x = _floats(part["step"]) if "step" in part else np.arange(len(part), dtype=float)
+        y = _floats(part[metric]) if metric in part else np.full(len(part), np.nan)
+        if band is not None and band in part:
+            _band(fig, x, y, np.nan_to_num(_floats(part[band])), color)
+        fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=name, line={"color": color}))
+        xs.add(frame.attrs.get("x", "step"))
+    title = f"{metric} ± {band}" if band else metric
+    return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)
