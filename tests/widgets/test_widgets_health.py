@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from IPython.display import display
-from widget_support import group, new_model, recording_client, shell
+from widget_support import click, group, new_model, recording_client, shell
 
 import toolkit as tk
 from toolkit.types.training import Model
@@ -61,12 +61,13 @@ def test_run_health_of_a_job_loads_on_start_and_shows_metrics_and_warnings(serve
 
 
 def test_run_health_of_a_model_reads_its_rl_steps(server: Any, runs: Any) -> None:
-    widget = RunHealth(server.client()).start()
-    assert runs["a"].id in {value for _, value in widget.model.options}
-    widget.model.value = runs["a"].id
-    widget.show(model_id=runs["a"].id)
+    widget = RunHealth(server.client(), model_id=runs["a"].id).start()
+    assert widget.model.value == runs["a"].id and widget.status_line.text == ""
     assert list(widget.frame["step"]) == [1, 2] and widget.frame.attrs["x"] == "RL step"
     assert (widget.frame["frac_reward_zero_std"] == 0.5).all() and (widget.frame["entropy"] > 0).all()
+    widget.model.value = runs["b"].id
+    click(widget, "Show model")  # pick another model from the list
+    assert widget.source == f"model {runs['b'].id}" and list(widget.frame["step"]) == [1]
     widget.close()
 
 

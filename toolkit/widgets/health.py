@@ -46,7 +46,7 @@ class RunHealth(PollingWidget):
         self.client = client
         self.frame: pd.DataFrame = pd.DataFrame({"step": []})
         self.found: list[health.HealthWarning] = []
-        self._job_id, self._model_id = job_id, model_id
+        self._picked_job, self._picked_model = job_id, model_id
         self._feed: JobEvents | None = None
         self.model = w.Dropdown(description="model", options=[], layout=w.Layout(width="360px"))
         self.job = w.Text(value=job_id or "", description="job", placeholder="job id")
@@ -74,7 +74,7 @@ class RunHealth(PollingWidget):
     def show(self, *, job_id: str | None = None, model_id: str | None = None) -> None:
         """Show a job or a model: read it now, and keep polling while it trains."""
         self._stop()
-        self._job_id, self._model_id = job_id, model_id if job_id is None else None
+        self._picked_job, self._picked_model = job_id, model_id if job_id is None else None
         self._feed = JobEvents(self.client, job_id) if job_id is not None else None
         self.source = f"job {job_id}" if job_id is not None else f"model {model_id}"
         if self.poll() and self.started:
@@ -89,11 +89,11 @@ class RunHealth(PollingWidget):
                 step = (job.base_step or 0) + 1 if job is not None else 1
                 self._render(health.job_health(events_frame(self._feed.events), step))
             return not self._feed.ended
-        if self._model_id is None:
+        if self._picked_model is None:
             return False
-        checkpoints = checkpoints_frame(self.client.models.checkpoints.list(self._model_id, limit=100))
+        checkpoints = checkpoints_frame(self.client.models.checkpoints.list(self._picked_model, limit=100))
         self._render(health.model_health(checkpoints))
-        jobs = self.client.training_jobs.list(model_id=self._model_id)
+        jobs = self.client.training_jobs.list(model_id=self._picked_model)
         return any(j.status in ACTIVE for j in jobs)
 
     def _render(self, frame: pd.DataFrame) -> None:
@@ -120,10 +120,10 @@ class RunHealth(PollingWidget):
     def _start(self) -> None:
         models = self.client.models.list()
         self.model.options = [(f"{m.name} ({m.id[:8]})", m.id) for m in models]
-        if self._model_id in {m.id for m in models}:
-            self.model.value = self._model_id
-        if self._job_id is not None or self._model_id is not None:
-            self.show(job_id=self._job_id, model_id=self._model_id)
+        if self._picked_model in {m.id for m in models}:
+            self.model.value = self._picked_model
+        if self._picked_job is not None or self._picked_model is not None:
+            self.show(job_id=self._picked_job, model_id=self._picked_model)
 
     # ------------------------------------------------------------------ rendering
 
