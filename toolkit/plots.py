@@ -19,12 +19,10 @@ import plotly.io as pio
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from .health import HealthWarning, fetch_health, health_warnings
+from .health import HealthWarning, fetch_health, health_warnings  # tk.plots.health_warnings too
 
 if TYPE_CHECKING:
     from .client import Client
-
-__all__ = ["HealthWarning", "health_warnings"]  # RL health rules, re-exported beside run_health
 
 WEBGL_THRESHOLD = 2000
 LOSS_KEYS = ("loss", "loss/train", "policy_loss")

@@ -41,6 +41,7 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 LAB_START_TIMEOUT = 60.0
 JOB_TIMEOUT_MS = 120_000
+DRAW_TIMEOUT_MS = 30_000  # a swapped-in figure widget can take seconds to draw on a loaded machine
 KERNEL_IDLE = (
     "() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'"
 )
@@ -252,7 +253,9 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     # launch a job and watch it end
     cell["launcher"].locator("button.widget-button", has_text="Launch").click()
     expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
-    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text("Training")
+    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text(
+        "Training", timeout=DRAW_TIMEOUT_MS
+    )
     expect(cell["launcher"]).to_contain_text("training_ended")
 
     # stream the chat comparison
@@ -266,7 +269,8 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     explorer.locator("button.widget-button", has_text="Load").click()
     checkpoints = explorer.locator("select[multiple]").nth(1)
     expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
-    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward")  # the figure is drawn
+    # the figure is drawn
+    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward", timeout=DRAW_TIMEOUT_MS)
     checkpoints.select_option(index=[0, 1])
     explorer.locator("button.widget-button", has_text="Chat with this checkpoint").click()
     explorer.get_by_placeholder("user message").fill("Compare yourselves")
@@ -290,14 +294,18 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
 
     # the RL health of a run: small multiples and the warning that fires (most groups zero-std)
     health = cell["health"]
-    expect(health.locator(".js-plotly-plot .gtitle")).to_have_text("RL health: 1 warning(s)")
+    expect(health.locator(".js-plotly-plot .gtitle")).to_have_text(
+        "RL health: 1 warning(s)", timeout=DRAW_TIMEOUT_MS
+    )
     expect(health).to_contain_text("No learning signal")
     expect(health.locator(".js-plotly-plot .annotation-text", has_text="zero std groups")).to_be_visible()
 
     # compare the two runs: config diff, reward bands, their step-2 checkpoints side by side
     compare = cell["compare"]
     expect(compare).to_contain_text("learning_rate")
-    expect(compare.locator(".js-plotly-plot .gtitle").first).to_have_text("reward ± reward_std")
+    expect(compare.locator(".js-plotly-plot .gtitle").first).to_have_text(
+        "reward ± reward_std", timeout=DRAW_TIMEOUT_MS
+    )
     compare.locator("button.widget-button", has_text="Chat").click()
     expect(compare).to_contain_text("done: 2 model(s)", timeout=60_000)
     expect(compare).to_contain_text(":step2")

@@ -77,6 +77,7 @@ class RunHealth(PollingWidget):
         self._picked_job, self._picked_model = job_id, model_id if job_id is None else None
         self._feed = JobEvents(self.client, job_id) if job_id is not None else None
         self.source = f"job {job_id}" if job_id is not None else f"model {model_id}"
+        self.frame = pd.DataFrame({"step": []})
         if self.poll() and self.started:
             self.start_polling(f"health-{(job_id or model_id or '')[:8]}")
 
@@ -92,7 +93,9 @@ class RunHealth(PollingWidget):
         if self._picked_model is None:
             return False
         checkpoints = checkpoints_frame(self.client.models.checkpoints.list(self._picked_model, limit=100))
-        self._render(health.model_health(checkpoints))
+        frame = health.model_health(checkpoints)
+        if frame.empty or not frame.equals(self.frame):  # a new checkpoint: draw again
+            self._render(frame)
         jobs = self.client.training_jobs.list(model_id=self._picked_model)
         return any(j.status in ACTIVE for j in jobs)
 
