@@ -304,6 +304,11 @@ def run_health(
                 _band(fig, x, y, np.nan_to_num(_floats(frame["reward_std"])), color, **cell)
             line = {"color": color, "dash": None if style == "line" else style}
             fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label, line=line), **cell)
+        values = np.concatenate([_floats(frame[c]) for c, _, _ in columns])
+        values = values[np.isfinite(values)]
+        if y_range is None and len(values) and values.min() == values.max() != 0:
+            edge = 2 * float(values[0])  # a constant: from 0 to twice it, not plotly's v ± 1
+            y_range = (min(0.0, edge), max(0.0, edge))
         if y_range is not None:
             fig.update_yaxes(range=list(y_range), **cell)
     for warning in found:

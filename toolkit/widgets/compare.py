@@ -86,6 +86,7 @@ class RunCompare(ToolkitWidget):
         self.client = client
         self.model_ids, self.job_ids = list(models), list(jobs)
         self.runs: list[Run] = []
+        self._loading = False
         self.diff = config_diff({})
         self.metric = MetricPicker(description="metric", options=[])
         self.metric.value = metric
@@ -137,8 +138,12 @@ class RunCompare(ToolkitWidget):
         self.reward_plot.show(plots.runs_overlay(frames, "reward", band="reward_std"))
         metrics = sorted({c for f in frames.values() for c in f.select_dtypes("number").columns} - HIDDEN)
         wanted = self.metric.value
-        self.metric.options = metrics or [wanted]
-        self.metric.value = wanted if wanted in self.metric.options else self.metric.options[0]
+        self._loading = True  # one figure for the new metric list, not one per change of it
+        try:
+            self.metric.options = metrics or [wanted]
+            self.metric.value = wanted if wanted in self.metric.options else self.metric.options[0]
+        finally:
+            self._loading = False
         self._plot_metric()
         self.step.value = min(r.latest_step for r in runs)
         self.names = [r.name for r in runs]
@@ -176,7 +181,7 @@ class RunCompare(ToolkitWidget):
         return compares
 
     def _plot_metric(self) -> None:
-        if self.runs and self.metric.value:
+        if self.runs and self.metric.value and not self._loading:
             self.metric_plot.show(plots.runs_overlay(self.frames(), self.metric.value))
 
     def _model_run(self, model_id: str) -> Run:
