@@ -102,6 +102,7 @@ def test_run_health_draws_the_panels_and_the_warnings() -> None:
     titles = {a.text for a in fig.layout.annotations}
     assert {"reward", "zero-std groups", "entropy", "grad norm", "learning rate", "KL / clip"} <= titles
     assert "⚠ entropy collapse" in titles and fig.layout.title.text == "RL health: 1 warning(s)"
+    assert any(tuple(axis.range or ()) == (0.0, 2e-4) for axis in fig.select_yaxes())  # constant lr from 0
     band = [t for t in fig.data if t.fill == "toself"]
     assert len(band) == 1 and max(band[0].y) == pytest.approx(0.7 + 0.3)  # reward mean ± reward_std
     quiet = plots.run_health(healthy())

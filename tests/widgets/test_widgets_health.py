@@ -1,6 +1,6 @@
 """RunHealth and RunCompare against the real local server after short real RL jobs: quiet init, live
 loading, the figure and warnings, the config diff, the chat of checkpoints at one step, the static HTML
-a notebook export shows, and close() leaving no thread."""
+a notebook export shows, and close() leaving no thread; figure widgets that open with their data."""
 
 from __future__ import annotations
 
@@ -141,3 +141,24 @@ def test_run_compare_takes_jobs_and_refuses_a_single_run(server: Any, runs: Any)
     alone = RunCompare(client, models=[runs["a"].id]).start()
     assert "compare 2 to 4 runs" in alone.status_line.text
     alone.close()
+
+
+def test_figure_widgets_open_with_their_data_and_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view drawn right after the comm opens shows the figure (plotly's own opens it empty)."""
+    import ipywidgets.widgets.widget as widget_module
+    import plotly.graph_objects as go
+
+    from toolkit.widgets._common import FigureBox
+
+    opened: list[dict[str, Any]] = []
+    create = widget_module.comm.create_comm
+
+    def spy(**kw: Any) -> Any:
+        opened.append(kw["data"]["state"])
+        return create(**kw)
+
+    monkeypatch.setattr(widget_module.comm, "create_comm", spy)
+    box = FigureBox(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"title": {"text": "T"}}))
+    (state,) = [s for s in opened if "_widget_data" in s]
+    assert len(state["_widget_data"]) == 1 and state["_widget_layout"]["title"]["text"] == "T"
+    box.close()
