@@ -96,6 +96,7 @@ class WholeFigureWidget(go.FigureWidget):
             super().__init__(fig)
         finally:
             self._building = False
+        self._view_count = None  # no view counting: its messages to a widget closed early are errors
         self.open()
 
     def open(self) -> None:
