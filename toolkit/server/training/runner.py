@@ -16,7 +16,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from transformers import PreTrainedModel
 
 from ...types.training import (
+    CHECKPOINT_METRIC_NAMES,
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     ExperimentalSFTConfig,
@@ -43,10 +44,11 @@ from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
-from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
+from .job_metrics import mean_metrics, numbers, train_metrics
 from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
+from .rollout_metrics import rollout_metrics
 from .sequences import Sample, UntrainableError
 from .trainer import (
     peak_learning_rate,
@@ -256,6 +258,8 @@ class TrainingRunner:
             "num_groups_submitted": float(plan.num_groups),
             "num_groups_trainable": float(plan.num_groups_trainable),
         }
+        in_summary = set(extra)  # the checkpoint reports these as train/... and data/...
+        extra |= rollout_metrics(groups)
         multiplier = 1.0
         if cfg.scale_learning_rate_by_reward_std_dev:
             multiplier = reward_std_lr_multiplier(
@@ -269,7 +273,7 @@ class TrainingRunner:
         lora = self.models.lora_config_of(req.model_id) is not None
         warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
-        self.jobs.started(job_id, len(plan.batches), warnings)
+        self.jobs.started(job_id, len(plan.batches), warnings, config=asdict(cfg))
         steps: list[dict[str, float]] = []
         if plan.batches:
             reference_at = reference_step(req.experimental_config, base.step)
@@ -285,7 +289,11 @@ class TrainingRunner:
             )
         metrics = {
             **summary,
-            **{CANONICAL.get(k, k): v for k, v in mean_metrics(steps).items() if k not in extra},
+            **{
+                CHECKPOINT_METRIC_NAMES.get(k, k): v
+                for k, v in mean_metrics(steps).items()
+                if k not in in_summary
+            },
             "data/step_num_groups_submitted": float(plan.num_groups),
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
