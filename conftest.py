@@ -5,8 +5,11 @@ Notebooks call ``tk.connect()`` with no configuration, which starts the local se
 it started at the end (and any a notebook started in a folder inside it), so no test run leaves a
 server behind or touches ``~/.toolkit``.
 
-Tests marked ``after_notebooks`` (the notebook re-run) are moved behind every other item, so they
-find the data folder that nbval's run of the notebooks left behind.
+The notebooks (nbval) and tests/notebooks/ run first, as one group, with the tests marked
+``after_notebooks`` (the notebook re-run) at its end, so they find the data folder that nbval's run
+of the notebooks left behind. Under pytest-xdist (``-n 2 --dist loadgroup``, what ``scripts/test``
+runs) that group stays on one worker and each other test file is a group of its own (its module
+fixtures set up once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+_ROOT = Path(__file__).resolve().parent
 _DATA_DIR = "_toolkit_session_data_dir"
 _NBVAL_NOTEBOOKS = pytest.StashKey[frozenset[Path]]()
 
@@ -50,9 +54,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.kill(int(json.loads(announced.read_text())["pid"]), signal.SIGTERM)
 
 
+def _after_notebooks(item: pytest.Item) -> bool:
+    return item.get_closest_marker("after_notebooks") is not None
+
+
+def _in_notebook_group(item: pytest.Item) -> bool:
+    return item.path.suffix == ".ipynb" or item.path.parent == _ROOT / "tests" / "notebooks"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_NBVAL_NOTEBOOKS] = frozenset(item.path for item in items if item.path.suffix == ".ipynb")
-    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # stable
+    # stable: the notebook group first (its re-run last), the rest in collection order
+    items.sort(key=lambda item: (not _in_notebook_group(item), _after_notebooks(item)))
+    for item in items:
+        group = "notebooks" if _in_notebook_group(item) else item.path.relative_to(_ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
