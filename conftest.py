@@ -7,9 +7,9 @@ server behind or touches ``~/.toolkit``.
 
 The notebooks (nbval) and tests/notebooks/ run first, as one group, with the tests marked
 ``after_notebooks`` (the notebook re-run) at its end, so they find the data folder that nbval's run
-of the notebooks left behind. Under pytest-xdist (``-n 2 --dist loadgroup``, what ``scripts/test``
-runs) that group stays on one worker and each other test file is a group of its own (its module
-fixtures set up once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server.
+of the notebooks left behind. Under pytest-xdist (``-n 2``, what ``scripts/test`` runs) that group
+goes to one worker and each other test file is a group of its own (its module fixtures set up
+once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parent
 _DATA_DIR = "_toolkit_session_data_dir"
 _NBVAL_NOTEBOOKS = pytest.StashKey[frozenset[Path]]()
 
@@ -59,17 +58,32 @@ def _after_notebooks(item: pytest.Item) -> bool:
 
 
 def _in_notebook_group(item: pytest.Item) -> bool:
-    return item.path.suffix == ".ipynb" or item.path.parent == _ROOT / "tests" / "notebooks"
+    return _group(item.nodeid) == "notebooks"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def _group(nodeid: str) -> str:
+    """The worker group of a test under xdist: the notebook group, else the test's file."""
+    path = nodeid.split("::")[0]
+    return "notebooks" if path.startswith(("notebooks/", "tests/notebooks/")) else path
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Whole groups (``_group``) to one worker at a time, in collection order. (xdist's own
+    ``--dist loadgroup`` renames node ids, which pytest 9 no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)  # type: ignore[arg-type]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_NBVAL_NOTEBOOKS] = frozenset(item.path for item in items if item.path.suffix == ".ipynb")
     # stable: the notebook group first (its re-run last), the rest in collection order
     items.sort(key=lambda item: (not _in_notebook_group(item), _after_notebooks(item)))
-    for item in items:
-        group = "notebooks" if _in_notebook_group(item) else item.path.relative_to(_ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
