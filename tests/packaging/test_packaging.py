@@ -100,8 +100,8 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "mypy ",
         "lint-imports --no-cache",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
-        "--durations=15",
-    ]
+        "-n 2 --no-loadscope-reorder --durations=15",
+    ]  # the whole suite on two workers
     with (repo / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# changed\n")
     assert run(repo, log, "scripts/lab")[-2:] == [
