@@ -71,7 +71,8 @@ def groups_html(records: Sequence[StoredTrajectory]) -> str:
             for t in members
         )
         rows.append(
-            f"<tr><td>step {step}</td><td>{html.escape(split)}</td><td>{group}</td><td style="text-align:left">{cells}</td></tr>"
+            f"<tr><td>step {step}</td><td>{html.escape(split)}</td><td>{group}</td>"
+            f'<td style="text-align:left">{cells}</td></tr>'
         )
     head = "<tr><th>step</th><th>split</th><th>group</th><th>trajectories (reward, advantage)</th></tr>"
     return f'<table class="toolkit-table" style="font-size:12px">{head}{"".join(rows)}</table>'
