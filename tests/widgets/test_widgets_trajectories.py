@@ -158,6 +158,7 @@ def test_same_prompt_over_time_shows_one_entry_per_step(server: Any, run: Any) -
     assert [len(v) for _, v in sorted(browser.over_time.items())] == [2, 2]
     assert browser.prompt_view.value.count('class="prompt-step"') == 2
     assert "3+3?" not in browser.prompt_view.value
+    assert browser.prompt_view.value.count("</b> · advantage ") == 4  # each rollout, trained on
     browser.close()
 
 

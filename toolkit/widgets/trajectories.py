@@ -45,6 +45,10 @@ def cell_label(t: StoredTrajectory) -> str:
     return f"{t.reward:.2f}{advantage}{flags}"
 
 
+def _advantage(t: StoredTrajectory) -> str:
+    return "" if t.advantage is None else f" · advantage {t.advantage:+.2f}"
+
+
 def chat_html(t: StoredTrajectory) -> str:
     """A trajectory as a chat (tool calls folded, tool results collapsed JSON) under its facts."""
     facts = [f"#{t.id}", f"step {t.step}", t.split, f"group {t.group_id}", f"reward {t.reward:g}"]
@@ -83,7 +87,8 @@ def over_time_html(by_step: dict[int, list[StoredTrajectory]]) -> str:
     columns = []
     for step, rollouts in sorted(by_step.items()):
         items = "".join(
-            f"<details><summary>reward <b>{t.reward:g}</b> · #{t.id}</summary>{chat_html(t)}</details>"
+            f"<details><summary>reward <b>{t.reward:g}</b>{_advantage(t)} · #{t.id}</summary>"
+            f"{chat_html(t)}</details>"
             for t in rollouts
         )
         columns.append(f'<div class="prompt-step" style="{COLUMN}"><b>step {step}</b>{items}</div>')
@@ -145,6 +150,8 @@ class TrajectoryBrowser(ToolkitWidget):
                 ),
             ]
         )
+        for link in links.children:
+            link.layout.width = "auto"
         super().__init__(
             [
                 w.HBox([self.model, self.steps, self.split]),
