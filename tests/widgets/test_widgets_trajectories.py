@@ -12,7 +12,7 @@ import pytest
 from agent_support import Lookup, ScriptedChat, call_then_answer
 from IPython.display import display
 from traces_helpers import new_project
-from widget_support import click, group, new_model, recording_client, shell
+from widget_support import click, descendants, group, new_model, recording_client, shell
 
 from toolkit import tracing
 from toolkit.rollouts import Agent
@@ -87,6 +87,7 @@ def test_init_is_quiet_and_start_shows_the_groups_as_rows(server: Any, run: Any)
     assert low != high  # rewards are colored
     browser.close()
     assert set(threading.enumerate()) - before == set()
+    assert browser.comm is None and all(d.comm is None for d in descendants(browser))
 
 
 @pytest.mark.parametrize(
@@ -114,6 +115,14 @@ def test_filters_go_to_the_server_and_change_the_rows(
         shown[(t.step, t.split)] = shown.get((t.step, t.split), 0) + 1
     assert sorted((s, sp, n) for (s, sp), n in shown.items()) == rows
     assert browser.num_shown == sum(n for *_, n in rows) == len(cells(browser))
+    browser.close()
+
+
+def test_a_model_not_of_the_user_is_an_error_line(server: Any) -> None:
+    browser = TrajectoryBrowser(server.client(), "no-such-model").start()
+    assert browser.status_line.kind == "error"
+    assert "no-such-model is not one of yours" in browser.status_line.text
+    assert browser.shown_model is None and browser.summary() == "TrajectoryBrowser: no model picked"
     browser.close()
 
 

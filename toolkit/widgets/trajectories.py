@@ -181,7 +181,7 @@ class TrajectoryBrowser(ToolkitWidget):
         if self._picked in {m.id for m in models}:
             self.model.value = self._picked  # loads it
         elif self._picked is not None:
-            raise KeyError(f"model {self._picked} is not one of yours")
+            raise ValueError(f"model {self._picked} is not one of yours")
 
     def _model_picked(self, change: dict[str, Any]) -> None:
         if change["new"]:
@@ -271,7 +271,7 @@ class TrajectoryBrowser(ToolkitWidget):
         """Show one trajectory (of those on show) as a chat."""
         found = next((r for r in self.records if r.id == trajectory_id), None)
         if found is None:
-            raise KeyError(f"trajectory {trajectory_id} is not on show")
+            raise ValueError(f"trajectory {trajectory_id} is not on show")
         self.opened, self.trajectory_id = found, found.id
         self.chat.value = chat_html(found)
         self.refresh_output()
