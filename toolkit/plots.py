@@ -325,6 +325,7 @@ def run_health(
             row=row,
             col=col,
         )
+    fig.update_xaxes(tickformat="d")  # steps are whole numbers: no 1.5 ticks
     fig.update_xaxes(title_text=frame.attrs.get("x", "step"), row=rows)
     title = f"RL health: {len(found)} warning(s)" if found else "RL health"
     return _layout(fig, title, showlegend=False, height=180 + 210 * rows)
@@ -346,4 +347,5 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
         fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=name, line={"color": color}))
         xs.add(frame.attrs.get("x", "step"))
     title = f"{metric} ± {band}" if band else metric
+    fig.update_xaxes(tickformat="d")
     return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)
