@@ -18,10 +18,16 @@ def run_bench(script: str, *args: str, timeout: float = 300) -> str:
         timeout=timeout,
         cwd=ROOT,
     )
-    assert out.returncode == 0, f"{script} exited {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, (
+        f"{script} exited {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    )
     return out.stdout
 
 
 def table_rows(stdout: str) -> list[list[str]]:
     """The cells of every Markdown table line of a report (headers too, rules not), stripped."""
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in stdout.splitlines() if line.startswith("| ")]
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in stdout.splitlines()
+        if line.startswith("| ")
+    ]
