@@ -3,6 +3,7 @@ RL step and writes the curve to docs/performance.md ("Learning task").
 
     python bench/learn_reverse.py                 # starts its own server in a temp folder
     python bench/learn_reverse.py --url URL --key KEY --steps 100 --no-write
+    python bench/learn_reverse.py --smoke         # every step of the run at the smallest size, no write
 
 The recipe is the one measured with a plain PyTorch loop (docs/references.md): SFT at lr 1e-3
 (20 warm-up batches, batch 64) to a checkpoint whose sampled (T=1) reward is still low, then PPO
@@ -14,13 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from learning_runs import start_server, write_section
+from learning_runs import learning_client, write_section
 
 import toolkit as tk
 from toolkit.rollouts import gather
@@ -70,7 +69,7 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     step = sft(batches, [1e-3 * min(1.0, (i + 1) / 20) for i in range(batches)], seed=0)
     sft_seconds = time.perf_counter() - started
     start_reward = evaluate(step)
-    while start_reward < args.start_reward and batches < args.sft_batches + 60:
+    while start_reward < args.start_reward and batches < args.sft_batches + args.sft_extra:
         started = time.perf_counter()
         step = sft(5, [1e-3] * 5, seed=batches)
         sft_seconds += time.perf_counter() - started
@@ -155,26 +154,20 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--sft-batches", type=int, default=115, help="first SFT job; then 5 more at a time")
+    parser.add_argument("--sft-extra", type=int, default=60, help="at most this many SFT batches more")
     parser.add_argument("--start-reward", type=float, default=0.15, help="SFT until this held-out reward")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=512, help="packed_sequence_length")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="1+5 SFT batches, 2 RL steps, no write (CI)")
     args = parser.parse_args()
-    proc = None
-    if args.url:
-        client = tk.Client(args.url, args.key)
-    else:
-        proc, url, key = start_server(Path(tempfile.mkdtemp(prefix="learn-reverse-")))
-        client = tk.Client(url, key)
-    try:
+    if args.smoke:  # the start reward is out of reach, so one more SFT job runs too
+        args.sft_batches, args.sft_extra, args.start_reward, args.no_write = 1, 5, 2.0, True
+        args.steps, args.eval_every, args.eval_samples = 2, 1, 8
+    with learning_client(args.url, args.key, prefix="learn-reverse-") as client:
         result = run(client, args)
-    finally:
-        client.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(30)
     text = report(result, args)
     print(text)
     if not args.no_write:
