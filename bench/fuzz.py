@@ -7,6 +7,7 @@ each kind of failure, then the figures that docs/reliability.md records. Exits 1
 
     .venv/bin/python bench/fuzz.py --examples 1000 --seed 20261123
     .venv/bin/python bench/fuzz.py --examples 50 --operations /traces/   # one service
+    .venv/bin/python bench/fuzz.py --smoke   # 1 request per operation (the test suite runs it)
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=1000, help="generated requests per operation")
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--operations", default="", help="only operations whose path contains this")
+    parser.add_argument("--smoke", action="store_true", help="1 generated request per operation, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.examples = 1
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)

@@ -98,7 +98,8 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     for i in range(args.rl_steps):
         rollout_started = time.perf_counter()
         agent = lookup.agent(client, name(step))
-        groups = agent.gather(lookup.scenarios(8, seed=i), group_size=8, max_concurrency=64, progress=False)
+        scenarios = lookup.scenarios(args.prompts, seed=i)
+        groups = agent.gather(scenarios, group_size=args.group_size, max_concurrency=64, progress=False)
         result.curve.append(mean(rewards(groups)))
         result.rollout_seconds += time.perf_counter() - rollout_started
         job = client.training_jobs.create(
@@ -137,11 +138,12 @@ measured on {args.eval_samples} episodes of keys never trained on, at T=1 (sampl
   success at T=1 reached {args.start_success}: {result.sft_seconds:.0f} s of jobs.
 - RL: {steps} steps in {result.rl_seconds:.0f} s ({result.rl_seconds / max(1, steps):.1f} s per step, of which
   {result.rollout_seconds / max(1, steps):.1f} s multi-turn rollouts; held-out evaluations excluded): per
-  step 8 scenarios x 8 episodes at T=1 through `/v1/chat/completions` with `tools`, one RL job
-  (`{json.dumps(result.config)}`).
+  step {args.prompts} scenarios x {args.group_size} episodes at T=1 through `/v1/chat/completions` with
+  `tools`, one RL job (`{json.dumps(result.config)}`).
 - Held-out success at T=1: **{start:.3f} after SFT -> {end:.3f} after RL**.
 - Wall time of the whole run (evaluations included): {result.wall_seconds / 60:.1f} min.
-- Sampled reward of the training episodes (64 per step), means over blocks of 10 steps: {blocks}
+- Sampled reward of the training episodes ({args.prompts * args.group_size} per step), means over blocks
+  of 10 steps: {blocks}
 
 | SFT batches | held-out success (T=1) | greedy |
 |---|---|---|
@@ -163,18 +165,21 @@ def main() -> None:
     parser.add_argument("--sft-max-batches", type=int, default=800)
     parser.add_argument("--start-success", type=float, default=0.2, help="SFT until this held-out success")
     parser.add_argument("--rl-steps", type=int, default=40)
+    parser.add_argument("--prompts", type=int, default=8, help="scenarios per RL step")
+    parser.add_argument("--group-size", type=int, default=8, help="episodes per scenario")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=2048, help="packed_sequence_length")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
-        "--smoke", action="store_true", help="2 SFT jobs of 2 batches, 2 RL steps, no write (CI)"
+        "--smoke", action="store_true", help="1 SFT job of 2 batches, 1 RL step, no write (CI)"
     )
     args = parser.parse_args()
     if args.smoke:  # the start success is out of reach, so SFT runs to its cap
-        args.sft_batch_size, args.sft_chunk, args.sft_max_batches, args.start_success = 8, 2, 4, 2.0
-        args.rl_steps, args.eval_every, args.eval_samples, args.no_write = 2, 1, 4, True
+        args.sft_batch_size, args.sft_chunk, args.sft_max_batches, args.start_success = 8, 2, 2, 2.0
+        args.rl_steps, args.prompts, args.group_size, args.eval_every = 1, 2, 2, 1
+        args.eval_samples, args.no_write = 4, True
     with learning_client(args.url, args.key, prefix="learn-agent-") as client:
         result = run(client, args)
     text = report(result, args)

@@ -84,11 +84,11 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     started = time.perf_counter()
     for i in range(args.steps):
         step_started = time.perf_counter()
-        words = reverse.sample_words(8, seed=i)
+        words = reverse.sample_words(args.prompts, seed=i)
         groups = gather(
             words,
             reverse.rollout(client, f"{name}:step{step}"),
-            group_size=8,
+            group_size=args.group_size,
             max_concurrency=64,
             max_exceptions=0,
             progress=False,
@@ -125,9 +125,9 @@ def report(result: Result, args: argparse.Namespace) -> str:
 
 Produced by `python bench/learn_reverse.py` (2 CPU cores shared with the other work of the machine at
 the time, load {load}; the built-in 1M-parameter model), through
-the HTTP API and the client only: upload SFT data, SFT job, then per RL step 8 words x 8 samples
-rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), one RL job
-(`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
+the HTTP API and the client only: upload SFT data, SFT job, then per RL step {args.prompts} words x
+{args.group_size} samples rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`),
+one RL job (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
 
 - SFT: {result.sft_batches} batches of 64 at lr 1e-3 (20 warm-up batches); after the first job, jobs of 5
   batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs
@@ -136,8 +136,8 @@ rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), on
 - RL: {steps} steps in {result.rl_seconds:.0f} s, {per_step:.2f} s per step ({rollouts:.2f} s of rollouts, the
   rest the job: packing, gradient steps, checkpoint; held-out evaluations excluded), against 0.43 s
   per step for the plain loop.
-- Sampled reward of the training rollouts (64 per step), means over blocks of 10 steps:
-  {blocks}
+- Sampled reward of the training rollouts ({args.prompts * args.group_size} per step), means over blocks
+  of 10 steps: {blocks}
 - First 10 steps {first:.3f} -> last 10 steps {last:.3f}.
 
 Sampled (T=1) reward on {args.eval_samples} held-out words:
@@ -156,16 +156,18 @@ def main() -> None:
     parser.add_argument("--sft-batches", type=int, default=115, help="first SFT job; then 5 more at a time")
     parser.add_argument("--sft-extra", type=int, default=60, help="at most this many SFT batches more")
     parser.add_argument("--start-reward", type=float, default=0.15, help="SFT until this held-out reward")
+    parser.add_argument("--prompts", type=int, default=8, help="words per RL step")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per word")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=512, help="packed_sequence_length")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--smoke", action="store_true", help="1+5 SFT batches, 2 RL steps, no write (CI)")
+    parser.add_argument("--smoke", action="store_true", help="1+5 SFT batches, 1 RL step, no write (CI)")
     args = parser.parse_args()
     if args.smoke:  # the start reward is out of reach, so one more SFT job runs too
         args.sft_batches, args.sft_extra, args.start_reward, args.no_write = 1, 5, 2.0, True
-        args.steps, args.eval_every, args.eval_samples = 2, 1, 8
+        args.steps, args.prompts, args.group_size, args.eval_every, args.eval_samples = 1, 2, 2, 1, 8
     with learning_client(args.url, args.key, prefix="learn-reverse-") as client:
         result = run(client, args)
     text = report(result, args)
