@@ -1,11 +1,18 @@
 """bench/learn_reverse.py and bench/learn_agent.py run (``--smoke``: each step of the run, smallest size):
-SFT, held-out evaluations, an RL step and the report, without touching docs/performance.md."""
+SFT, held-out evaluations, an RL step and the report, without touching docs/performance.md.
+
+learn_reverse.py starts a server of its own (its temporary-folder path); learn_agent.py is pointed at
+the suite's server with a user of its own (its ``--url``/``--key`` path), which saves a server start."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from bench_script import ROOT, run_bench, table_rows
+
+if TYPE_CHECKING:
+    from conftest import LocalServer
 
 PERFORMANCE = ROOT / "docs" / "performance.md"
 FIGURE = r"\d+\.\d{3}"
@@ -27,9 +34,10 @@ def test_learn_reverse_smoke_runs_sft_then_rl_and_reports_without_writing() -> N
     assert all(re.fullmatch(FIGURE, reward) for _, reward in rows)
 
 
-def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing() -> None:
+def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing(server: LocalServer) -> None:
     before = PERFORMANCE.read_text()
-    out = run_bench("learn_agent.py", "--smoke")
+    key = server.new_user_key("bench-smoke")
+    out = run_bench("learn_agent.py", "--smoke", "--url", server.url, "--key", key)
     assert PERFORMANCE.read_text() == before
     sft_line = rf"^SFT (\d+) batches: held-out success {FIGURE} \(greedy {FIGURE}\)$"
     assert re.findall(sft_line, out, re.M) == ["2"]
