@@ -126,12 +126,13 @@ def report(result: Result, args: argparse.Namespace) -> str:
     start, end = result.eval_curve[0][1], result.eval_curve[-1][1]
     return f"""{SECTION}
 
-Produced by `python bench/learn_agent.py` (2 CPU cores shared with the other work of the machine at
-the time, load {load} at the end; the built-in 1M-parameter model), through the HTTP API and the
-client only. The task is code lookup (`toolkit.tasks.lookup`): the user asks `code kfz`, only the tool
-`get(key)` knows the episode's code, so the model must call it and then answer with its result (two
-assistant turns, both trained); success = the exact code and the end of the turn. Held-out success is
-measured on {args.eval_samples} episodes of keys never trained on, at T=1 (sampled) and greedy.
+Produced by `python bench/learn_agent.py` (2 CPU cores shared with the other work of the machine at the
+time, load {load} at the end; the built-in 1M-parameter model), through the HTTP API and the client only
+(`--smoke` runs each step at the smallest size and writes nothing, tests/bench/test_bench_learning.py).
+The task is code lookup (`toolkit.tasks.lookup`): the user asks `code kfz`, only the tool `get(key)`
+knows the episode's code, so the model must call it and then answer with its result (two assistant
+turns, both trained); success = the exact code and the end of the turn. Held-out success is measured on
+{args.eval_samples} episodes of keys never trained on, at T=1 (sampled) and greedy.
 
 - SFT warm start: {result.sft_batches} batches of {args.sft_batch_size} generated demonstrations at lr
   {args.sft_lr:g} (20 warm-up batches), in jobs of {args.sft_chunk} batches until the held-out

@@ -128,6 +128,7 @@ the time, load {load}; the built-in 1M-parameter model), through
 the HTTP API and the client only: upload SFT data, SFT job, then per RL step {args.prompts} words x
 {args.group_size} samples rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`),
 one RL job (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
+`--smoke` runs each step at the smallest size and writes nothing (tests/bench/test_bench_learning.py).
 
 - SFT: {result.sft_batches} batches of 64 at lr 1e-3 (20 warm-up batches); after the first job, jobs of 5
   batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs
