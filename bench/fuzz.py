@@ -13,7 +13,8 @@ each kind of failure, then the figures that docs/reliability.md records. Exits 1
 from __future__ import annotations
 
 import argparse
-import subprocess
+import contextlib
+import io
 import sys
 import tempfile
 import time
@@ -33,6 +34,8 @@ from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema
 from reliability_support import seed_resources
 from schemathesis import Case, GenerationMode
 from schemathesis.core.failures import FailureGroup
+
+from toolkit import cli
 
 
 @dataclass
@@ -93,8 +96,12 @@ def fuzz_operation(
 
 
 def new_key(data_dir: Path, user: str) -> str:
-    cmd = [sys.executable, "-m", "toolkit", "keys", "create", "--data-dir", str(data_dir), "--user", user]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+    """``toolkit keys create`` in this process (the server modules are loaded already; a subprocess
+    would import them again, seconds of CPU)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["keys", "create", "--data-dir", str(data_dir), "--user", user])
+    return out.getvalue().strip()
 
 
 def main() -> int:
