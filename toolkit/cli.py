@@ -39,6 +39,13 @@ def _server_extra() -> Iterator[None]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .server.engine.resources import torch_threads
+
+    try:
+        torch_threads()  # read when the engine is imported: a bad value is one line, not a traceback
+    except ValueError as exc:
+        print(f"toolkit serve: {exc}", file=sys.stderr)
+        return 2
     with _server_extra():
         from .server.app import serve
         from .server.chat.external import InferenceUrlError

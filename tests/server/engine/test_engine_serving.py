@@ -198,6 +198,12 @@ def test_an_unknown_device_fails_in_one_line(tmp_path: Path) -> None:
     assert line == "toolkit serve: unknown device 'tpu': use one of auto, cpu, cuda, cuda:N, mps"
 
 
+def test_a_bad_thread_count_fails_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKIT_TORCH_THREADS", "two")
+    line = serve_fails(tmp_path)
+    assert line == "toolkit serve: TOOLKIT_TORCH_THREADS must be a whole number of at least 1, not 'two'"
+
+
 def test_the_hub_cache_snapshot_is_what_is_served(
     models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
