@@ -5,8 +5,11 @@ Notebooks call ``tk.connect()`` with no configuration, which starts the local se
 it started at the end (and any a notebook started in a folder inside it), so no test run leaves a
 server behind or touches ``~/.toolkit``.
 
-Tests marked ``after_notebooks`` (the notebook re-run) are moved behind every other item, so they
-find the data folder that nbval's run of the notebooks left behind.
+The notebooks (nbval) and tests/notebooks/ run first, as one group, with the tests marked
+``after_notebooks`` (the notebook re-run) at its end, so they find the data folder that nbval's run
+of the notebooks left behind. Under pytest-xdist (``-n 2``, what ``scripts/test`` runs) that group
+goes to one worker and each other test file is a group of its own (its module fixtures set up
+once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server.
 """
 
 from __future__ import annotations
@@ -50,9 +53,37 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.kill(int(json.loads(announced.read_text())["pid"]), signal.SIGTERM)
 
 
+def _after_notebooks(item: pytest.Item) -> bool:
+    return item.get_closest_marker("after_notebooks") is not None
+
+
+def _in_notebook_group(item: pytest.Item) -> bool:
+    return _group(item.nodeid) == "notebooks"
+
+
+def _group(nodeid: str) -> str:
+    """The worker group of a test under xdist: the notebook group, else the test's file."""
+    path = nodeid.split("::")[0]
+    return "notebooks" if path.startswith(("notebooks/", "tests/notebooks/")) else path
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Whole groups (``_group``) to one worker at a time, in collection order. (xdist's own
+    ``--dist loadgroup`` renames node ids, which pytest 9 no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)  # type: ignore[arg-type]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_NBVAL_NOTEBOOKS] = frozenset(item.path for item in items if item.path.suffix == ".ipynb")
-    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # stable
+    # stable: the notebook group first (its re-run last), the rest in collection order
+    items.sort(key=lambda item: (not _in_notebook_group(item), _after_notebooks(item)))
 
 
 @pytest.fixture(scope="session")

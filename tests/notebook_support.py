@@ -28,4 +28,4 @@ def run_notebook(path: Path) -> nbformat.NotebookNode:
     notebook = nbformat.read(path, as_version=4)
     return NotebookClient(
         notebook, km=kernel, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(path.parent)}}
-    ).execute()
+    ).execute(cleanup_kc=True)  # shuts the kernel down (nbclient leaves a kernel it did not create running)

@@ -13,11 +13,11 @@ from ._version import __version__
 from .client import AsyncClient, Client, UnsupportedOperation, connect, connect_async
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots", "tracing")
+_LAZY = ("widgets", "frames", "plots", "tracing", "research")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``tk.widgets``, ``tk.frames``, ``tk.plots`` and ``tk.tracing`` load on first use."""
+    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing`` and ``tk.research`` load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
@@ -32,6 +32,7 @@ __all__ = [
     "connect_async",
     "frames",
     "plots",
+    "research",
     "tracing",
     "widgets",
 ]

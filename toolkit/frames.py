@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from numbers import Number
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union, Unpack, cast
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
 from .types.chat import ChatCompletion
-from .types.training import Checkpoint, Choice, TrainingJob, TrainingJobEvent, Trajectory, TrajectoryGroup
+from .types.training import (
+    ChatMessage,
+    Checkpoint,
+    Choice,
+    TrainingJob,
+    TrainingJobEvent,
+    Trajectory,
+    TrajectoryGroup,
+    as_message,
+)
+from .types.trajectories import StoredTrajectory
 
 if TYPE_CHECKING:
     from .client import Client
+    from .client.training_ops import TrajectoryFilters
 
 M = TypeVar("M", bound=BaseModel)
 STR: Any = pd.StringDtype()
@@ -56,7 +67,15 @@ TRAJECTORY_COLUMNS = {
     "last_content": STR,
     "finish_reason": STR,
 }
-LOGGED_COLUMNS = {"id": INT, "split": STR, "step": INT} | TRAJECTORY_COLUMNS
+BOOL: Any = pd.BooleanDtype()
+STORED_COLUMNS = {"id": INT, "model_id": STR, "step": INT, "split": STR, "group": INT, "index": INT}
+STORED_COLUMNS |= {"reward": FLOAT, "advantage": FLOAT, "num_messages": INT, "num_turns": INT}
+STORED_COLUMNS |= {"prompt_tokens": INT, "completion_tokens": INT, "truncated": BOOL, "error": STR}
+STORED_COLUMNS |= {"prompt_key": STR, "last_content": STR, "finish_reason": STR, "trace_call_id": STR}
+STORED_COLUMNS |= {"trained_step": INT}
+TURN_COLUMNS = {"trajectory_id": INT, "step": INT, "group": INT, "index": INT, "position": INT, "role": STR}
+TURN_COLUMNS |= {"content": STR, "tool_calls": STR, "tool_call_id": STR, "finish_reason": STR}
+TURN_COLUMNS |= {"num_tokens": INT, "mean_logprob": FLOAT}
 COMPLETION_COLUMNS = {
     "id": STR,
     "model": STR,
@@ -211,20 +230,137 @@ def groups_frame(groups: Iterable[TrajectoryGroup | Mapping[str, Any]]) -> pd.Da
     return frame(rows, TRAJECTORY_COLUMNS)
 
 
-def trajectories_frame(logged: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows of ``client.models.trajectories(...)``: logged trajectories with split, step and group id."""
+# ----------------------------------------------------------------------------- stored trajectories
+
+TrajectorySource = Union["Client", Iterable[StoredTrajectory | Mapping[str, Any]]]
+
+
+def _stored(
+    source: TrajectorySource, model_id: str | None, filters: TrajectoryFilters, page: int
+) -> Iterator[StoredTrajectory]:
+    """The stored trajectories of a client's model (every page), or the records given."""
+    if hasattr(source, "models"):
+        if model_id is None:
+            raise TypeError("give the model id to read its trajectories from a client")
+        yield from source.models.trajectories(model_id, limit=page, **filters)
+    else:
+        yield from (_as(StoredTrajectory, r) for r in cast(Iterable[Any], source))
+
+
+def _text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def _is_turn(item: ChatMessage | Choice) -> bool:
+    return isinstance(item, Choice) or item.role == "assistant"
+
+
+def trajectories(
+    source: TrajectorySource,
+    model_id: str | None = None,
+    *,
+    page: int = 500,
+    **filters: Unpack[TrajectoryFilters],
+) -> pd.DataFrame:
+    """One row per stored trajectory, newest step first: ``tk.frames.trajectories(client, model_id,
+    **filters)`` reads every page of ``client.models.trajectories`` (same filters); records it
+    returned (or their dicts) work too.
+
+    Columns: ``id``, ``model_id``, ``step``, ``split``, ``group`` (group id), ``index`` (in the
+    group), ``reward``, ``advantage`` (what the RL job used; null until one trained on it),
+    ``num_messages``, ``num_turns`` (assistant turns), ``prompt_tokens``, ``completion_tokens``
+    (of the assistant turns; null when a turn carries no token ids or logprobs), ``truncated`` (a
+    turn ended with finish_reason "length"), ``error``, ``prompt_key``, ``last_content``,
+    ``finish_reason`` (of the last choice), ``trace_call_id``, ``trained_step`` (the checkpoint an
+    RL job made from it), then ``metric/<name>`` and ``meta/<name>`` per trajectory metric and
+    metadata key."""
+    rows = []
+    for item in _stored(source, model_id, filters, page):
+        t = item.trajectory
+        row = _trajectory_row(item.group_id, item.index, t)
+        del row["num_choices"]
+        rows.append(
+            {
+                **row,
+                "id": item.id,
+                "model_id": item.model_id,
+                "step": item.step,
+                "split": item.split,
+                "advantage": item.advantage,
+                "num_turns": sum(_is_turn(m) for m in t.messages_and_choices),
+                "prompt_tokens": item.prompt_tokens,
+                "completion_tokens": item.completion_tokens,
+                "truncated": item.truncated,
+                "error": item.error,
+                "prompt_key": item.prompt_key,
+                "trace_call_id": item.trace_call_id,
+                "trained_step": item.trained_step,
+            }
+        )
+    return frame(rows, STORED_COLUMNS)
+
+
+def _turn(item: ChatMessage | Choice) -> dict[str, Any]:
+    message = as_message(item)
+    calls = message.get("tool_calls")
+    row = {
+        "role": message.get("role"),
+        "content": _text(message.get("content")),
+        "tool_calls": json.dumps(calls) if calls else None,
+        "tool_call_id": message.get("tool_call_id"),
+    }
+    if isinstance(item, Choice):
+        logprobs = item.logprobs.content if item.logprobs and item.logprobs.content is not None else None
+        count = len(item.token_ids) if item.token_ids is not None else len(logprobs) if logprobs else None
+        mean = sum(t.logprob for t in logprobs) / len(logprobs) if logprobs else None
+        row |= {"finish_reason": item.finish_reason, "num_tokens": count, "mean_logprob": mean}
+    return row
+
+
+def turns(
+    source: TrajectorySource | pd.DataFrame,
+    model_id: str | None = None,
+    *,
+    client: Client | None = None,
+    page: int = 500,
+    **filters: Unpack[TrajectoryFilters],
+) -> pd.DataFrame:
+    """One row per message of each stored trajectory, in order: from a client and a model id (with
+    the filters of :func:`trajectories`), from stored records, or from a frame of
+    :func:`trajectories` together with the ``client`` it was read from.
+
+    Columns: ``trajectory_id``, ``step``, ``group``, ``index``, ``position`` (in the trajectory),
+    ``role``, ``content`` (text parts joined), ``tool_calls`` (JSON text), ``tool_call_id``, and
+    for the model's turns (choices) ``finish_reason``, ``num_tokens`` (token ids or logprobs) and
+    ``mean_logprob``."""
+    records: Iterable[StoredTrajectory]
+    if isinstance(source, pd.DataFrame):
+        if client is None:
+            raise TypeError("give the client the trajectories frame was read from (client=...)")
+        wanted = set(source["id"].dropna().astype(int))
+        records = [
+            r
+            for m in source["model_id"].dropna().unique()
+            for r in _stored(client, str(m), {"step_min": int(source["step"].min())}, page)
+            if r.id in wanted and r.step <= int(source["step"].max())
+        ]
+    else:
+        records = _stored(source, model_id, filters, page)
     rows = [
         {
-            **_trajectory_row(item["group_id"], 0, Trajectory.model_validate(item["trajectory"])),
-            "id": item["id"],
-            "split": item["split"],
-            "step": item["step"],
+            "trajectory_id": r.id,
+            "step": r.step,
+            "group": r.group_id,
+            "index": r.index,
+            "position": p,
+            **_turn(m),
         }
-        for item in logged
+        for r in records
+        for p, m in enumerate(r.trajectory.messages_and_choices)
     ]
-    df = frame(rows, LOGGED_COLUMNS)
-    df["index"] = df.groupby("group").cumcount().astype(INT)
-    return df
+    return frame(rows, TURN_COLUMNS)
 
 
 # ----------------------------------------------------------------------------- chat
@@ -349,15 +485,3 @@ def fetch_checkpoints(client: Client, *model_ids: str, page: int = 100) -> pd.Da
     """Every checkpoint of each model (all pages of ``page`` items), ``model_id`` telling them apart."""
     frames = [checkpoints_frame(client.models.checkpoints.list(m, limit=page), model_id=m) for m in model_ids]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-
-
-def fetch_trajectories(
-    client: Client, model_id: str, *, split: str | None = None, step: int | None = None, page: int = 500
-) -> pd.DataFrame:
-    """Every logged trajectory of a model (offset pages), newest step first."""
-    items: list[dict[str, Any]] = []
-    while True:
-        batch = client.models.trajectories(model_id, split=split, step=step, limit=page, offset=len(items))
-        items.extend(batch)
-        if len(batch) < page:
-            return trajectories_frame(items)

@@ -9,8 +9,8 @@ scale of probability (:func:`probability_color`), so strips of different models 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
+
+from .health import HealthWarning, fetch_health, health_warnings  # tk.plots.health_warnings too
+
+if TYPE_CHECKING:
+    from .client import Client
 
 WEBGL_THRESHOLD = 2000
 LOSS_KEYS = ("loss", "loss/train", "policy_loss")
@@ -197,3 +202,148 @@ def call_tree(calls: pd.DataFrame) -> go.Figure:
     )
     fig.update_yaxes(autorange="reversed", tickvals=list(range(len(rows))), ticktext=labels)
     return _layout(fig, "Call tree", xaxis_title="ms since trace start", height=max(200, 40 + 26 * len(rows)))
+
+
+# ----------------------------------------------------------------------------- RL health
+
+# (title, ((column, label, style), ...), y range): a panel each, drawn when one of its columns has a value
+HEALTH_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...], tuple[float, float] | None], ...] = (
+    (
+        "reward",
+        (("reward", "mean", "line"), ("reward_min", "min", "dot"), ("reward_max", "max", "dot")),
+        None,
+    ),
+    ("zero-std groups", (("frac_reward_zero_std", "frac_reward_zero_std", "line"),), (0.0, 1.05)),
+    (
+        "completion length",
+        (
+            ("completions/mean_length", "mean", "line"),
+            ("completions/min_length", "min", "dot"),
+            ("completions/max_length", "max", "dot"),
+        ),
+        None,
+    ),
+    ("clipped by max_tokens", (("completions/clipped_ratio", "clipped_ratio", "line"),), (0.0, 1.05)),
+    ("entropy", (("entropy", "entropy", "line"),), None),
+    (
+        "KL / clip",
+        (
+            ("kl", "kl", "line"),
+            ("kl_policy_ref", "kl_policy_ref", "dash"),
+            ("clip_ratio/region_mean", "clip region", "dot"),
+            ("clip_ratio/low_mean", "clip low", "dot"),
+            ("clip_ratio/high_mean", "clip high", "dot"),
+        ),
+        None,
+    ),
+    ("grad norm", (("grad_norm", "grad_norm", "line"),), None),
+    ("learning rate", (("learning_rate", "learning_rate", "line"),), None),
+    ("tokens/s", (("throughput/tokens_per_s", "tokens/s", "line"),), None),
+    ("loss", (("loss", "loss", "line"),), None),
+)
+WARNING_COLOR = "#d62728"
+
+
+def _band(fig: go.Figure, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: str, **cell: Any) -> None:
+    """A translucent filled area ``mean ± std`` in ``color``."""
+    fig.add_trace(
+        go.Scatter(
+            x=np.concatenate([x, x[::-1]]),
+            y=np.concatenate([mean + std, (mean - std)[::-1]]),
+            fill="toself",
+            fillcolor=color,
+            opacity=0.25,
+            line={"width": 0},
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        **cell,
+    )
+
+
+def run_health(
+    frame: pd.DataFrame | None = None,
+    *,
+    client: Client | None = None,
+    job_id: str | None = None,
+    model_id: str | None = None,
+    warnings: Sequence[HealthWarning] | None = None,
+) -> go.Figure:
+    """A run's RL health as small multiples over steps (:func:`toolkit.health.job_health` or
+    :func:`~toolkit.health.model_health` frame, or read through ``client`` for a job or a model): the
+    reward with its ``mean ± reward_std`` band and min/max, the zero-std share, completion lengths, the
+    share cut by max_tokens, entropy, KL and clip fractions, grad norm, learning rate, tokens/s and loss.
+    Each :func:`~toolkit.health.health_warnings` warning is drawn on its metric's panel in red."""
+    if frame is None:
+        if client is None:
+            raise ValueError("give a health frame, or a client with a job_id or model_id")
+        frame = fetch_health(client, job_id=job_id, model_id=model_id)
+    frame = frame.sort_values("step") if "step" in frame else frame
+    found = warnings if warnings is not None else health_warnings(frame)
+    panels = [(t, [c for c in cols if reported(frame, (c[0],))], r) for t, cols, r in HEALTH_PANELS]
+    panels = [p for p in panels if p[1]]
+    if not panels:
+        fig = go.Figure()
+        fig.add_annotation(text="no RL step metrics yet", showarrow=False, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return _layout(fig, "RL health", height=200)
+    cols = 2
+    rows = math.ceil(len(panels) / cols)
+    titles = [t for t, _, _ in panels]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, vertical_spacing=0.3 / rows + 0.04)
+    x = _floats(frame["step"]) if "step" in frame else np.arange(len(frame), dtype=float)
+    where: dict[str, tuple[int, int]] = {}
+    for i, (_, columns, y_range) in enumerate(panels):
+        cell = {"row": i // cols + 1, "col": i % cols + 1}
+        for n, (column, label, style) in enumerate(columns):
+            where.setdefault(column, (cell["row"], cell["col"]))
+            color = pio.templates["plotly"].layout.colorway[n % 10]
+            y = _floats(frame[column])
+            if column == "reward" and reported(frame, ("reward_std",)):
+                _band(fig, x, y, np.nan_to_num(_floats(frame["reward_std"])), color, **cell)
+            line = {"color": color, "dash": None if style == "line" else style}
+            fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label, line=line), **cell)
+        values = np.concatenate([_floats(frame[c]) for c, _, _ in columns])
+        values = values[np.isfinite(values)]
+        if y_range is None and len(values) and values.min() == values.max() != 0:
+            edge = 2 * float(values[0])  # a constant: from 0 to twice it, not plotly's v ± 1
+            y_range = (min(0.0, edge), max(0.0, edge))
+        if y_range is not None:
+            fig.update_yaxes(range=list(y_range), **cell)
+    for warning in found:
+        row, col = where.get(warning.metric, (1, 1))
+        fig.add_vline(x=warning.step, line={"color": WARNING_COLOR, "dash": "dash"}, row=row, col=col)
+        fig.add_annotation(
+            text=f"⚠ {warning.rule.replace('_', ' ')}",
+            x=warning.step,
+            y=1,
+            yref="y domain",
+            xanchor="right",
+            showarrow=False,
+            font={"color": WARNING_COLOR},
+            row=row,
+            col=col,
+        )
+    fig.update_xaxes(title_text=frame.attrs.get("x", "step"), row=rows)
+    title = f"RL health: {len(found)} warning(s)" if found else "RL health"
+    return _layout(fig, title, showlegend=False, height=180 + 210 * rows)
+
+
+def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | None = None) -> go.Figure:
+    """One metric of several runs (health frames by name) overlaid over steps; with ``band`` (a column,
+    e.g. ``reward_std``) each line gets its ``metric ± band`` area."""
+    fig = go.Figure()
+    colorway = pio.templates["plotly"].layout.colorway
+    xs = set()
+    for n, (name, frame) in enumerate(frames.items()):
+        color = colorway[n % len(colorway)]
+        part = frame.sort_values("step") if "step" in frame else frame
+        x = _floats(part["step"]) if "step" in part else np.arange(len(part), dtype=float)
+        y = _floats(part[metric]) if metric in part else np.full(len(part), np.nan)
+        if band is not None and band in part:
+            _band(fig, x, y, np.nan_to_num(_floats(part[band])), color)
+        fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=name, line={"color": color}))
+        xs.add(frame.attrs.get("x", "step"))
+    title = f"{metric} ± {band}" if band else metric
+    return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)

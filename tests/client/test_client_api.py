@@ -203,10 +203,10 @@ def test_log_with_typed_and_plain_groups(api: Any) -> None:
             "val/len": 3.0,
         }
     )
-    rows = api.models.trajectories(model.id, split="val")
-    assert [r["reward"] for r in rows] == [1.0, 0.0, 0.5]
-    assert rows[0]["trajectory"]["messages_and_choices"][1]["token_ids"] == [1, 2]
-    assert api.models.trajectories(model.id, split="val", limit=1, offset=2)[0]["reward"] == 0.5
+    rows = api.models.trajectories(model.id, split="val").data
+    assert [r.reward for r in rows] == [1.0, 0.0, 0.5]
+    assert rows[0].trajectory.choices()[0].token_ids == [1, 2]
+    assert api.models.trajectories(model.id, split="val", limit=1, offset=2).data[0].reward == 0.5
     (checkpoint,) = api.models.checkpoints.list(model.id).data
     assert checkpoint.metrics == result.metrics
 

@@ -4,7 +4,9 @@ Notebooks are experiments people re-run: nbval runs each notebook once (``notebo
 path), then this test runs it a second time in a new kernel (as after a kernel restart) against
 the same ``$TOOLKIT_DATA_DIR``, whose server still holds the first run's models, jobs and traces.
 The root ``conftest.py`` moves it behind the notebooks. A notebook that nbval does not run in this
-session (e.g. ``pytest tests/notebooks``) is run twice here.
+session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run is a quick pass
+(``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks is that
+names, files and servers of the first run do not get in the way; nbval's run checks the learning.
 """
 
 from __future__ import annotations
@@ -19,9 +21,26 @@ def test_the_notebooks_are_found() -> None:
     assert NOTEBOOKS and all(p.name[:2].isdigit() for p in NOTEBOOKS), NOTEBOOKS
 
 
+def test_the_notebooks_run_first_as_one_group_with_the_rerun_at_its_end(request: pytest.FixtureRequest) -> None:
+    """The root conftest.py: the notebook group first (under xdist on one worker, one data folder)."""
+    root_conftest = Path(__file__).resolve().parents[2] / "conftest.py"
+    (plugin,) = [p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", "") == str(root_conftest)]
+    groups = plugin._group  # what its xdist scheduler splits the session by
+    items = request.session.items
+    names = [groups(item.nodeid) for item in items]
+    size = names.count("notebooks")
+    assert size and names[:size] == ["notebooks"] * size
+    reruns = [i for i, item in enumerate(items[:size]) if item.get_closest_marker("after_notebooks")]
+    assert reruns == list(range(size - len(reruns), size))
+    assert all(name == item.nodeid.split("::")[0] for name, item in zip(names[size:], items[size:]))
+
+
 @pytest.mark.slow
 @pytest.mark.after_notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_passes_when_run_again(path: Path, notebooks_run_by_nbval: frozenset[Path]) -> None:
+def test_notebook_passes_when_run_again(
+    path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     for _ in range(1 if path in notebooks_run_by_nbval else 2):
         run_notebook(path)

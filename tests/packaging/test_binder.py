@@ -26,7 +26,7 @@ def _name(requirement: str) -> str:
 def _pyproject_runtime_deps() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    deps = project["dependencies"] + extras["server"] + extras["lab"]
+    deps = project["dependencies"] + extras["server"] + extras["lab"] + extras["research"]
     return {CONDA_NAMES.get(_name(d), _name(d)) for d in deps}
 
 

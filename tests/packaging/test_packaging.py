@@ -84,12 +84,12 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
     assert run(repo, log, "scripts/lab", "--no-browser") == [
         "python -m pip install --quiet --upgrade pip",
         "python -m pip install --quiet torch==2.13.0",
-        "python -m pip install --quiet -e .[server,lab]",
+        "python -m pip install --quiet -e .[server,lab,research]",
         "toolkit lab --no-browser",
     ]
     calls = run(repo, log, "scripts/test", "tests/server/test_api_models.py", "-x")
     assert calls[-2:] == [
-        "python -m pip install --quiet -e .[server,lab,dev]",
+        "python -m pip install --quiet -e .[server,lab,research,dev]",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
         "tests/server/test_api_models.py -x",
     ]  # with arguments: only pytest, no ruff, mypy or import-linter first
@@ -100,11 +100,11 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "mypy ",
         "lint-imports --no-cache",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
-        "--durations=15",
-    ]
+        "-n 2 --no-loadscope-reorder --durations=15",
+    ]  # the whole suite on two workers
     with (repo / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# changed\n")
     assert run(repo, log, "scripts/lab")[-2:] == [
-        "python -m pip install --quiet -e .[server,lab]",
+        "python -m pip install --quiet -e .[server,lab,research]",
         "toolkit lab",
     ]

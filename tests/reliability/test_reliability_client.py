@@ -82,7 +82,7 @@ def test_non_idempotent_call_is_not_resent(server: LocalServer, proxy: DroppingP
     with pytest.raises(APIConnectionError):
         client.models.log(model.id, split="val", trajectory_groups=[{"trajectories": [{"reward": 1.0}]}])
     assert proxy.connections == 1
-    assert server.client().models.trajectories(model.id) == []
+    assert server.client().models.trajectories(model.id).data == []
 
 
 def test_dead_server_is_a_clear_connection_error(fresh_server: LocalServer) -> None:

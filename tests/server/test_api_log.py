@@ -16,7 +16,9 @@ from toolkit.server.store.models import Models
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base model (toolkit.server.engine.model)
 LOG_KEYS = {"model_id", "split", "step", "checkpoint_id", "num_groups", "num_trajectories", "metrics"}
-ROW_KEYS = {"id", "group_id", "split", "step", "reward", "trajectory"}
+ROW_KEYS = {"id", "group_id", "split", "step", "reward", "trajectory"}  # and the stored facts:
+ROW_KEYS |= {"model_id", "index", "advantage", "prompt_tokens", "completion_tokens", "truncated", "error"}
+ROW_KEYS |= {"prompt_key", "trace_call_id", "trained_step", "job_id"}
 EXCEPTION = {
     "type": "<class 'ValueError'>",
     "message": "rollout crashed",

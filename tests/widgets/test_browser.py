@@ -3,8 +3,9 @@
 The test starts JupyterLab on loopback in a temporary root holding a notebook that shows each widget
 against the test server, runs all cells (displaying a widget starts it), clicks the main buttons
 (launch a job and watch it end, compare two checkpoints, open a trace and give feedback with its
-icon buttons), asserts on what is rendered, and saves a screenshot of each widget under
-docs/screenshots/, then of three of them again in JupyterLab's dark theme (``*-dark.png``).
+icon buttons, read a run's RL health, compare two runs and chat with their checkpoints), asserts on
+what is rendered, and saves a screenshot of each widget under docs/screenshots/, then of four of them
+again in JupyterLab's dark theme (``*-dark.png``).
 
 Needs Debian's chromium (``apt-get install -y chromium``) and the ``playwright`` package (dev extra);
 Playwright's own browser download is not used.
@@ -40,6 +41,7 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 LAB_START_TIMEOUT = 60.0
 JOB_TIMEOUT_MS = 120_000
+DRAW_TIMEOUT_MS = 30_000  # a swapped-in figure widget can take seconds to draw on a loaded machine
 KERNEL_IDLE = (
     "() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'"
 )
@@ -48,8 +50,8 @@ SETTINGS = {
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
-WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "reprs"]
-DARK = ["launcher", "chat", "traces"]
+WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "health", "compare", "reprs"]
+DARK = ["launcher", "chat", "traces", "health"]
 
 SETUP = """\
 import uuid
@@ -80,6 +82,15 @@ def group(rewards, prompt):
 groups = [group([0.0, 1.0, 0.5], "2+2?"), group([1.0, 0.0], "capital of France?")]
 client.models.log(model.id, split="val", trajectory_groups=groups)
 
+# two short RL runs for the health panel and the run comparison (most groups without variance)
+runs = [client.models.create(project="browser", name=f"run-{{c}}-" + uuid.uuid4().hex[:4], base_model=base)
+        for c in "ab"]
+flat = [group([0.0, 1.0, 0.5], "2+2?"), group([1.0, 1.0], "2+3?"), group([0.0, 0.0], "2+4?")]
+for run, rates in zip(runs, [(1e-4, 1e-4, 1e-4), (2e-4, 2e-4)]):
+    for rate in rates:
+        client.training_jobs.create(model_id=run.id, trajectory_groups=flat, experimental_config={{
+            "allow_training_without_logprobs": True, "learning_rate": rate}}).wait(progress=False)
+
 project = "local/browser-" + uuid.uuid4().hex[:6]
 t0 = datetime.now(timezone.utc)
 trace, root, llm = (str(uuid.uuid4()) for _ in range(3))
@@ -107,6 +118,8 @@ CELLS = {
     "checkpoints": "explorer = tk.widgets.CheckpointExplorer(client, model_ids=[model.id])\nexplorer",
     "chat": 'tk.widgets.ChatCompare(client, [base, model.name + ":step0"], prompt="Say hi", max_tokens=12)',
     "traces": "tk.widgets.TraceBrowser(client, project)",
+    "health": "tk.widgets.RunHealth(client, model_id=runs[0].id)",
+    "compare": "tk.widgets.RunCompare(client, models=[r.id for r in runs], prompts=['Say hi'], max_tokens=8)",
     "reprs": "groups[0]",
 }
 
@@ -240,7 +253,9 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     # launch a job and watch it end
     cell["launcher"].locator("button.widget-button", has_text="Launch").click()
     expect(cell["launcher"]).to_contain_text("succeeded", timeout=JOB_TIMEOUT_MS)
-    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text("Training")
+    expect(cell["launcher"].locator(".js-plotly-plot .gtitle")).to_have_text(
+        "Training", timeout=DRAW_TIMEOUT_MS
+    )
     expect(cell["launcher"]).to_contain_text("training_ended")
 
     # stream the chat comparison
@@ -254,7 +269,8 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     explorer.locator("button.widget-button", has_text="Load").click()
     checkpoints = explorer.locator("select[multiple]").nth(1)
     expect(checkpoints.locator("option")).to_have_count(2, timeout=30_000)
-    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward")  # the figure is drawn
+    # the figure is drawn
+    expect(explorer.locator(".js-plotly-plot .gtitle")).to_have_text("val/reward", timeout=DRAW_TIMEOUT_MS)
     checkpoints.select_option(index=[0, 1])
     explorer.locator("button.widget-button", has_text="Chat with this checkpoint").click()
     explorer.get_by_placeholder("user message").fill("Compare yourselves")
@@ -275,6 +291,24 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     assert glyph[0] not in ("none", "normal", "") and "Font Awesome" in glyph[1]
     thumbs_up.click()
     expect(traces).to_contain_text("feedback saved", timeout=30_000)
+
+    # the RL health of a run: small multiples and the warning that fires (most groups zero-std)
+    health = cell["health"]
+    expect(health.locator(".js-plotly-plot .gtitle")).to_have_text(
+        "RL health: 1 warning(s)", timeout=DRAW_TIMEOUT_MS
+    )
+    expect(health).to_contain_text("No learning signal")
+    expect(health.locator(".js-plotly-plot .annotation-text", has_text="zero std groups")).to_be_visible()
+
+    # compare the two runs: config diff, reward bands, their step-2 checkpoints side by side
+    compare = cell["compare"]
+    expect(compare).to_contain_text("learning_rate")
+    expect(compare.locator(".js-plotly-plot .gtitle").first).to_have_text(
+        "reward ± reward_std", timeout=DRAW_TIMEOUT_MS
+    )
+    compare.locator("button.widget-button", has_text="Chat").click()
+    expect(compare).to_contain_text("done: 2 model(s)", timeout=60_000)
+    expect(compare).to_contain_text(":step2")
 
     content = page.content()
     for name in WIDGETS:

@@ -10,7 +10,7 @@ import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from ..types.training import (
     Artifact,
@@ -26,6 +26,7 @@ from ..types.training import (
     TrainingJob,
     TrainingJobEvent,
 )
+from ..types.trajectories import StoredTrajectory
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
 from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
@@ -35,6 +36,7 @@ from .training_ops import (
     SFT_FROM_DATA,
     GroupLike,
     Order,
+    TrajectoryFilters,
     op_cancel_job,
     op_checkpoint_file,
     op_checkpoint_files,
@@ -50,8 +52,8 @@ from .training_ops import (
     op_job_page,
     op_list_artifacts,
     op_list_models,
-    op_list_trajectories,
     op_log,
+    op_trajectory_page,
     op_upload_artifact,
 )
 
@@ -129,13 +131,15 @@ class Models:
         self,
         model_id: str,
         *,
-        split: str | None = None,
-        step: int | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> builtins.list[dict[str, Any]]:
-        """Extension: the logged trajectories, newest step first (an offset page)."""
-        return self._t.run(op_list_trajectories(model_id, split, step, limit, offset))
+        after: str | None = None,
+        **filters: Unpack[TrajectoryFilters],
+    ) -> CursorPage[StoredTrajectory]:
+        """Extension: stored trajectories (logged, and trained on by RL jobs), newest step first; a
+        page of ``limit`` (1-1000) items, iterate it for every matching trajectory. ``after`` is the
+        id of the last trajectory of a previous page; ``offset`` skips items of the first page."""
+        return CursorPage.first(self._t, op_trajectory_page(model_id, filters, limit, offset), after)
 
 
 class Events:
@@ -298,16 +302,18 @@ class AsyncModels:
     async def log(self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike]) -> LogResponse:
         return await self._t.run(op_log(model_id, split, trajectory_groups))
 
-    async def trajectories(
+    def trajectories(
         self,
         model_id: str,
         *,
-        split: str | None = None,
-        step: int | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> builtins.list[dict[str, Any]]:
-        return await self._t.run(op_list_trajectories(model_id, split, step, limit, offset))
+        after: str | None = None,
+        **filters: Unpack[TrajectoryFilters],
+    ) -> AsyncPaginator[StoredTrajectory]:
+        """Extension: ``await`` it for the first page of stored trajectories, or ``async for`` over
+        every matching one (filters as :meth:`Models.trajectories`)."""
+        return AsyncPaginator(self._t, op_trajectory_page(model_id, filters, limit, offset), after)
 
 
 class AsyncEvents:

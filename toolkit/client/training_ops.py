@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter
@@ -31,6 +31,7 @@ from ..types.training import (
     TrainingJobEvent,
     TrajectoryGroup,
 )
+from ..types.trajectories import StoredTrajectory
 from ._pagination import PageOp
 from ._transport import Op
 from .deployment import Extension
@@ -40,6 +41,7 @@ GroupLike = TrajectoryGroup | Mapping[str, Any]
 _MODELS = TypeAdapter(list[Model])
 _ARTIFACTS = TypeAdapter(list[Artifact])
 _JOBS = TypeAdapter(list[TrainingJob])
+_STORED = TypeAdapter(list[StoredTrajectory])
 
 KEEP_MODELS = "keep the Model that models.create returns (with return_existing=True, an existing one)"
 MODEL_LISTING = Extension("model listing", KEEP_MODELS)
@@ -136,16 +138,44 @@ def _log_response(body: Any) -> LogResponse:
     return LogResponse.model_validate(body or {})
 
 
-def op_list_trajectories(
-    model_id: str, split: str | None, step: int | None, limit: int, offset: int
-) -> Op[list[dict[str, Any]]]:
-    return Op(
-        "GET",
-        f"/v1/preview/models/{model_id}/trajectories",
-        list,
-        params={"split": split, "step": step, "limit": limit, "offset": offset},
-        extension=TRAJECTORY_QUERIES,
-    )
+class TrajectoryFilters(TypedDict, total=False):
+    """Filters of ``client.models.trajectories`` (each narrows the listing; docs/interfaces.md)."""
+
+    split: str
+    step: int
+    step_min: int
+    step_max: int
+    reward_min: float
+    reward_max: float
+    zero_std_only: bool  # groups whose rewards are all equal
+    truncated_only: bool  # a turn was cut by max_tokens (finish_reason "length")
+    errors_only: bool  # the trajectory or its group recorded an error
+    search: str  # text in the message contents or tool calls (case-insensitive for ASCII)
+    prompt_key: str  # toolkit.types.prompt_key of the messages before the first assistant turn
+
+
+def op_trajectory_page(
+    model_id: str, filters: TrajectoryFilters, limit: int, offset: int
+) -> PageOp[StoredTrajectory]:
+    """Stored trajectories, newest step first. The server answers each page as a JSON array; a page
+    of ``limit`` items may have more after it (the next one starts after its last id). ``offset``
+    skips items of the first page only."""
+
+    def make(after: str | None) -> Op[ListEnvelope[StoredTrajectory]]:
+        def parse(body: Any) -> ListEnvelope[StoredTrajectory]:
+            items = _STORED.validate_python(body)
+            first, last = (str(items[0].id), str(items[-1].id)) if items else (None, None)
+            return ListEnvelope(data=items, has_more=len(items) == limit, first_id=first, last_id=last)
+
+        return Op(
+            "GET",
+            f"/v1/preview/models/{model_id}/trajectories",
+            parse,
+            params={**filters, "after": after, "limit": limit, "offset": offset if after is None else None},
+            extension=TRAJECTORY_QUERIES,
+        )
+
+    return make
 
 
 def op_checkpoint_page(model_id: str, limit: int | None, order: Order | None) -> PageOp[Checkpoint]:

@@ -76,6 +76,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
     )
     db = Database(settings.db_path, MIGRATIONS)
     models = Models(db)
+    logs = TrajectoryLogs(db, models, rollup)
     base_models_by_name = served.specs
     served.start()
     job_worker = JobWorker()
@@ -94,12 +95,13 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         ),
         training=TrainingContext(
             models=models,
-            logs=TrajectoryLogs(db, models, rollup),
+            logs=logs,
             artifacts=Artifacts(db, settings.data_dir / "artifacts"),
             runner=TrainingRunner(
                 db,
                 models,
                 Jobs(db),
+                logs,
                 job_worker,
                 base_models_by_name,
                 settings.checkpoints_dir,
@@ -107,6 +109,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
                 on_checkpoint=external.load_checkpoint if external else None,
             ),
             base_models=base_models_by_name,
+            on_checkpoints_deleted=external.unload if external else None,
         ),
         job_worker=job_worker,
         traces=TraceService(settings.data_dir / "traces.db"),

@@ -26,6 +26,7 @@ from .training import (
     Trajectory,
     TrajectoryGroup,
 )
+from .trajectories import StoredTrajectory, prompt_key
 
 __all__ = [
     "Artifact",
@@ -51,6 +52,7 @@ __all__ = [
     "ModelCreate",
     "OpenAIErrorResponse",
     "SFTTrainingConfig",
+    "StoredTrajectory",
     "SystemCheck",
     "TraceErrorResponse",
     "TrainingJob",
@@ -60,4 +62,5 @@ __all__ = [
     "TrajectoryGroup",
     "Usage",
     "WireModel",
+    "prompt_key",
 ]

@@ -396,6 +396,18 @@ class TrainingJob(WireModel):
 
 EventType = Literal["training_started", "gradient_step", "training_ended", "training_failed"]
 
+# gradient_step keys -> the names ART's client files them under (a checkpoint's metrics use these)
+CHECKPOINT_METRIC_NAMES = {
+    "loss": "loss/train",
+    "grad_norm": "loss/grad_norm",
+    "learning_rate": "loss/learning_rate",
+    "entropy": "loss/entropy",
+    "kl_policy_ref": "loss/kl_policy_ref",
+    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
+    "num_tokens": "data/step_num_tokens",
+    "num_trajectories": "data/step_num_trajectories",
+}
+
 
 class TrainingJobEvent(WireModel):
     id: str

@@ -1,11 +1,14 @@
 """ipywidgets views over the client: build trajectories, launch and monitor jobs, explore checkpoints,
-compare models side by side and browse traces. Each widget's logic lives in plain methods, its state
-in traits; all six share one lifecycle (:class:`~toolkit.widgets._base.ToolkitWidget`): nothing
-loads in ``__init__``, the first display or ``start()`` does, and ``close()`` stops what was started."""
+compare models side by side, browse traces, read a run's RL health and compare runs. Each widget's
+logic lives in plain methods, its state in traits; all share one lifecycle
+(:class:`~toolkit.widgets._base.ToolkitWidget`): nothing loads in ``__init__``, the first display or
+``start()`` does, and ``close()`` stops what was started."""
 
 from .builder import TrajectoryBuilder
 from .chat import ChatCompare
 from .checkpoints import CheckpointExplorer
+from .compare import RunCompare
+from .health import RunHealth
 from .launcher import JobLauncher
 from .monitor import JobMonitor
 from .traces import TraceBrowser
@@ -15,6 +18,8 @@ __all__ = [
     "CheckpointExplorer",
     "JobLauncher",
     "JobMonitor",
+    "RunCompare",
+    "RunHealth",
     "TraceBrowser",
     "TrajectoryBuilder",
 ]

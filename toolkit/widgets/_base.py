@@ -92,10 +92,17 @@ class ToolkitWidget(w.VBox):
         """A static HTML copy of what the widget shows (frozen outputs)."""
         return f"<div>{html.escape(self.summary())}</div>"
 
+    def static_html(self) -> str | None:
+        """HTML carried beside the live view, which a notebook exported without widget state shows
+        instead (nbconvert falls back to it); None: the text summary only."""
+        return None
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:
             bundle["text/plain"] = self.summary()
+            if (static := self.static_html()) is not None:
+                bundle["text/html"] = static
         return bundle
 
     def _ipython_display_(self) -> None:

@@ -80,6 +80,30 @@ def frame_html(df: pd.DataFrame, max_rows: int = 200) -> str:
     return f'{TABLE_STYLE}<div style="{TABLE_CSS}">{body}</div>'
 
 
+class WholeFigureWidget(go.FigureWidget):
+    """A ``FigureWidget`` whose comm opens once its data and layout are set.
+
+    plotly's own opens it in the middle of its constructor, with no traces and no layout, and sends
+    them just after; a view the front end draws in between stays empty for good (the widget's script
+    ignores later changes of its data), which happened now and then to figures swapped in.
+    """
+
+    _building = False
+
+    def __init__(self, fig: go.Figure) -> None:
+        self._building = True
+        try:
+            super().__init__(fig)
+        finally:
+            self._building = False
+        self._view_count = None  # no view counting: its messages to a widget closed early are errors
+        self.open()
+
+    def open(self) -> None:
+        if not self._building:
+            super().open()
+
+
 class FigureBox(w.Box):
     """A box showing one plotly figure as a ``FigureWidget``; :meth:`show` swaps in a new one.
 
@@ -88,7 +112,7 @@ class FigureBox(w.Box):
     """
 
     def __init__(self, fig: go.Figure) -> None:
-        super().__init__([go.FigureWidget(fig)])
+        super().__init__([WholeFigureWidget(fig)])
 
     @property
     def figure(self) -> go.FigureWidget:
@@ -96,7 +120,7 @@ class FigureBox(w.Box):
 
     def show(self, fig: go.Figure) -> None:
         old = self.figure
-        self.children = (go.FigureWidget(fig),)
+        self.children = (WholeFigureWidget(fig),)
         old.close()
 
 

@@ -7,21 +7,18 @@ import html
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
-from traitlets import Bool, Float, Int, Unicode, observe
+from traitlets import Bool, Int, Unicode, observe
 
 from .. import _theme, frames, plots
 from ..client import Client
 from ..types.training import TrainingJob, TrainingJobEvent
-from ._base import ToolkitWidget
-from ._common import JOIN_TIMEOUT_S, FigureBox, Loop, StatusLine, button, frame_html
+from ._common import FigureBox, StatusLine, button, frame_html
+from ._polling import JobEvents, PollingWidget
 
-TERMINAL_EVENTS = {"training_ended", "training_failed"}
-TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
 BAR_STYLES = {"succeeded": "success", "failed": "danger", "cancelled": "warning"}
-MAX_ERRORS = 5
 
 
-class JobMonitor(ToolkitWidget):
+class JobMonitor(PollingWidget):
     """Watches one job. :meth:`start` (or the first display) starts polling in a background thread
     (every ``interval`` seconds), which stops on its own when the job ends; :meth:`poll` advances by
     hand and :meth:`wait` blocks until the end. Several monitors can run at once.
@@ -31,21 +28,16 @@ class JobMonitor(ToolkitWidget):
     """
 
     job_id = Unicode()
-    interval = Float(1.0)
     status = Unicode("waiting")
     num_steps = Int(0)
     total_steps = Int(0)
     done = Bool(False)
-    polling = Bool(False)
     error = Unicode(None, allow_none=True)
 
     def __init__(self, client: Client, job_id: str, *, interval: float = 1.0) -> None:
         self.client = client
-        self.job: TrainingJob | None = None
         self.events: pd.DataFrame = frames.events_frame([])
-        self._events: list[TrainingJobEvent] = []
-        self._errors = 0
-        self._loop: Loop | None = None
+        self._feed = JobEvents(client, job_id)
         self.header = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="steps", bar_style="info")
         self.plot = FigureBox(plots.training_curves(self.events))
@@ -66,15 +58,21 @@ class JobMonitor(ToolkitWidget):
         """The figure on show."""
         return self.plot.figure
 
+    @property
+    def job(self) -> TrainingJob | None:
+        """The job as the last poll read it."""
+        return self._feed.job
+
+    @property
+    def _events(self) -> list[TrainingJobEvent]:
+        return self._feed.events
+
     def poll(self) -> bool:
         """Fetch new events (all pages after the last seen) and the job; True while it still runs."""
-        # The job first: once it is terminal, the events read after it include the terminal event.
-        job = self.client.training_jobs.retrieve(self.job_id)
-        after = self._events[-1].id if self._events else None
-        new = list(self.client.training_jobs.events.list(self.job_id, after=after, limit=100))
-        self.job = job
+        new = self._feed.fetch()
+        job = self._feed.job
+        assert job is not None
         if new:
-            self._events.extend(new)
             self.events = frames.events_frame(self._events)
             self.plot.show(plots.training_curves(self.events))
             self.table.value = frame_html(self.events)
@@ -83,48 +81,24 @@ class JobMonitor(ToolkitWidget):
             self.total_steps = max(job.num_sequences or self._started_sequences() or 0, self.num_steps)
             self.error = job.error or self._failure_message()
             self.status = job.status or "waiting"
-            self.done = job.status in TERMINAL_STATUSES or (
-                bool(self._events) and self._events[-1].type in TERMINAL_EVENTS
-            )
+            self.done = self._feed.ended
         return not self.done
 
     def cancel(self) -> None:
         """Ask the server to cancel the job (the next poll shows it ending)."""
         with self.status_line.catching("cancel"):
-            self.job = self.client.training_jobs.cancel(self.job_id)
-            self.status = self.job.status or self.status
+            job = self._feed.job = self.client.training_jobs.cancel(self.job_id)
+            self.status = job.status or self.status
             self.status_line.info("cancel requested")
 
     # ------------------------------------------------------------------ background polling
 
-    def _tick(self) -> bool:
-        try:
-            running = self.poll()
-            self._errors = 0
-        except Exception as exc:
-            self._errors += 1
-            self.status_line.error(exc, f"polling ({self._errors}/{MAX_ERRORS})")
-            running = self._errors < MAX_ERRORS
-        if not running:
-            self.polling = False
-            self.refresh_output()
-        return running
-
     def _start(self) -> None:
-        self.polling = True
-        self._loop = Loop(self._tick, self.interval, name=f"monitor-{self.job_id[:8]}")
-
-    def _stop(self) -> None:
-        if self._loop is not None:
-            self._loop.stop()
-            self._loop.join(JOIN_TIMEOUT_S)
-        self.polling = False
+        self.start_polling(f"monitor-{self.job_id[:8]}")
 
     def wait(self, timeout: float | None = None) -> TrainingJob | None:
         """Block until polling ends (the job ended, or polling gave up); returns the last job state."""
-        self.start()
-        if self._loop is not None:
-            self._loop.join(timeout)
+        self.join(timeout)
         return self.job
 
     # ------------------------------------------------------------------ rendering

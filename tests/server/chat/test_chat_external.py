@@ -203,6 +203,23 @@ def test_after_a_local_restart_an_adapter_already_loaded_counts_as_loaded(
     assert len(fake.loads()) == loads + 1  # one try, answered "already been loaded": then known
 
 
+def test_deleted_checkpoints_and_models_are_unloaded_from_the_server(
+    scaled: LocalServer, fake: FakeVllm
+) -> None:
+    model = sft_model(scaled)
+    with scaled.client() as client:
+        job = client.sft_training_jobs.create_from_data(
+            model_id=model.id, data=[reverse.conversation("dog")] * 2, config={"batch_size": 2}
+        )
+        assert job.wait(progress=False).step == 2
+        step1, step2 = f"{model.id}:step1", f"{model.id}:step2"
+        wait_for(lambda: step1 in fake.adapters and step2 in fake.adapters)
+        client.models.checkpoints.delete(model.id, [1])
+        assert step1 not in fake.adapters and step2 in fake.adapters
+        client.models.delete(model.id)
+    assert step2 not in fake.adapters
+
+
 def test_a_full_fine_tuning_checkpoint_is_a_400_naming_the_reason(
     scaled: LocalServer, fake: FakeVllm
 ) -> None:

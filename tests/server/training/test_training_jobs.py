@@ -219,7 +219,8 @@ def test_art_0_5_23_body_with_every_key_and_explicit_nulls(server: LocalServer) 
         job = wait_job(client, created.json()["id"])
         assert job.status == "succeeded" and job.result_step == 1
         events = http.get(f"/v1/preview/training-jobs/{job.id}/events").json()["data"]
-        assert events[0]["data"] == {"num_sequences": len(events) - 2}  # no warning for ART's own keys
+        assert events[0]["data"]["num_sequences"] == len(events) - 2
+        assert "warnings" not in events[0]["data"]  # no warning for ART's own keys
         steps = [e for e in events if e["type"] == "gradient_step"]
         assert steps and all(e["data"]["learning_rate"] == 1e-05 for e in steps)
         assert steps[0]["data"]["exception_rate"] == pytest.approx(1 / 3)

@@ -4,7 +4,8 @@ of the local engines: ``toolkit serve --inference-url URL [--inference-api-key K
 ``URL`` is the server's OpenAI base URL (``http://gpu-host:8000/v1``): completions go to
 ``URL/chat/completions``, LoRA checkpoints are loaded with vLLM's runtime adapter API
 (``POST URL/load_lora_adapter {"lora_name", "lora_path"}``, which needs
-``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` there) under :func:`checkpoint_name`. Its errors keep
+``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` there) under :func:`checkpoint_name`, and unloaded
+(``POST URL/unload_lora_adapter {"lora_name"}``) when their checkpoint or model is deleted. Its errors keep
 their status and message in the chat endpoint's shape; a failure to reach it is a 502 naming ``URL``.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,29 @@ class ExternalInference:
             self._loaded_or_raise(name, response)
         except (httpx.HTTPError, ExternalError) as exc:
             log.warning("adapter %s not loaded into %s (its first request retries): %s", name, self.url, exc)
+
+    def unload(self, model_id: str, steps: Iterable[int] | None) -> None:
+        """The deleted checkpoints' adapters (``steps``; None: every one loaded of the model) are
+        unloaded there, freeing its memory. Not loaded there (404) is fine; a failure is logged only:
+        the checkpoints are gone either way."""
+        prefix = checkpoint_name(model_id, 0).removesuffix("0")
+        with self._lock:
+            names = (
+                [checkpoint_name(model_id, s) for s in steps]
+                if steps is not None
+                else [n for n in self._loaded if n.startswith(prefix)]
+            )
+            self._loaded.difference_update(names)
+        timeout = httpx.Timeout(LOAD_TIMEOUT, connect=CONNECT_TIMEOUT)
+        with httpx.Client(headers=self._headers, timeout=timeout) as http:
+            for name in names:
+                try:
+                    response = http.post(f"{self.url}/unload_lora_adapter", json={"lora_name": name})
+                except httpx.HTTPError as exc:
+                    log.warning("adapter %s not unloaded from %s: %s", name, self.url, exc)
+                    continue
+                if response.status_code not in (200, 404):
+                    log.warning("adapter %s not unloaded from %s: %s", name, self.url, response.text[:200])
 
     def _loaded_or_raise(self, name: str, response: httpx.Response) -> None:
         """200, or vLLM's 400 "The lora adapter '<name>' has already been loaded.": loaded."""

@@ -111,12 +111,20 @@ class Jobs:
             )
             return cur.rowcount == 1
 
-    def started(self, job_id: str, num_sequences: int, warnings: Sequence[str] = ()) -> None:
+    def started(
+        self,
+        job_id: str,
+        num_sequences: int,
+        warnings: Sequence[str] = (),
+        config: dict[str, Any] | None = None,
+    ) -> None:
         """Record the number of gradient steps and write ``training_started`` (with the job's
-        ``warnings``, when it has some)."""
+        ``warnings``, when it has some, and the ``config`` it trains with, every default filled in)."""
         data: dict[str, Any] = {"num_sequences": num_sequences}
         if warnings:
             data["warnings"] = list(warnings)
+        if config is not None:
+            data["config"] = config
         with self.db.write() as conn:
             conn.execute("UPDATE training_jobs SET num_sequences = ? WHERE id = ?", (num_sequences, job_id))
             self._add_event(conn, job_id, "training_started", data)

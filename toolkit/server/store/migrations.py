@@ -119,4 +119,39 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE models ADD COLUMN lora_config TEXT;
     """,
+    # 5: every trajectory kept and queryable (docs/interfaces.md, "GET .../trajectories"): its index
+    # in the group, what a job computed from it, facts read from its messages at insert (token counts,
+    # cut by max_tokens, error, prompt key, trace call, searchable text), and the groups a job stored
+    # itself (``log_groups.job_id``), and each trajectory's metrics apart from its JSON (the /log
+    # roll-up reads them at every call; parsing whole trajectories made /log slow down as they
+    # accumulated at a step). Rows logged before this migration keep NULL token counts,
+    # prompt key and search text.
+    """
+    ALTER TABLE log_groups ADD COLUMN job_id TEXT;
+    ALTER TABLE trajectories ADD COLUMN idx INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE trajectories ADD COLUMN advantage REAL;
+    ALTER TABLE trajectories ADD COLUMN prompt_tokens INTEGER;
+    ALTER TABLE trajectories ADD COLUMN completion_tokens INTEGER;
+    ALTER TABLE trajectories ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE trajectories ADD COLUMN error TEXT;
+    ALTER TABLE trajectories ADD COLUMN prompt_key TEXT;
+    ALTER TABLE trajectories ADD COLUMN trace_call_id TEXT;
+    ALTER TABLE trajectories ADD COLUMN trained_step INTEGER;
+    ALTER TABLE trajectories ADD COLUMN job_id TEXT;
+    ALTER TABLE trajectories ADD COLUMN content_hash TEXT;
+    ALTER TABLE trajectories ADD COLUMN zero_std INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE trajectories ADD COLUMN search_text TEXT;
+    ALTER TABLE trajectories ADD COLUMN metrics TEXT;
+    UPDATE trajectories SET
+        metrics = json_extract(data, '$.metrics'),
+        idx = (SELECT COUNT(*) FROM trajectories t
+               WHERE t.group_id = trajectories.group_id AND t.id < trajectories.id),
+        trace_call_id = COALESCE(json_extract(data, '$.metadata.trace_call_id'),
+                                 json_extract(data, '$.metadata.weave_call_id')),
+        zero_std = (SELECT MIN(t.reward) = MAX(t.reward) FROM trajectories t
+                    WHERE t.group_id = trajectories.group_id);
+    CREATE INDEX trajectories_by_model_step ON trajectories (model_id, step DESC, id);
+    CREATE INDEX trajectories_by_prompt ON trajectories (model_id, prompt_key);
+    CREATE INDEX trajectories_by_content ON trajectories (model_id, content_hash);
+    """,
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -21,6 +22,12 @@ class TrainingContext:
     artifacts: Artifacts
     runner: TrainingRunner
     base_models: dict[str, BaseModelSpec]
+    # called when checkpoints' weights are deleted: (model id, steps; None: the whole model)
+    on_checkpoints_deleted: Callable[[str, list[int] | None], None] | None = None
+
+    def checkpoints_deleted(self, model_id: str, steps: list[int] | None) -> None:
+        if self.on_checkpoints_deleted is not None and steps != []:
+            self.on_checkpoints_deleted(model_id, steps)
 
 
 def training_context(request: Request) -> TrainingContext:

@@ -14,18 +14,6 @@ from ...types.training import TrajectoryGroup
 from . import stats
 from .log_metrics import log_metrics, summarise
 
-# gradient_step keys -> the names ART's client files them under (checkpoint metrics use these)
-CANONICAL = {
-    "loss": "loss/train",
-    "grad_norm": "loss/grad_norm",
-    "learning_rate": "loss/learning_rate",
-    "entropy": "loss/entropy",
-    "kl_policy_ref": "loss/kl_policy_ref",
-    "num_trainable_tokens": "data/step_trainable_assistant_tokens",
-    "num_tokens": "data/step_num_tokens",
-    "num_trajectories": "data/step_num_trajectories",
-}
-
 
 def numbers(metrics: Mapping[str, float | None]) -> dict[str, float]:
     """The entries of ``metrics`` that are finite numbers."""

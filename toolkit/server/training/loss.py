@@ -101,6 +101,8 @@ def policy_loss(x: LossInputs, cfg: RLConfig) -> LossOutput:
         mean_kl = _masked_mean(kl, mask)
         advantages = advantages + cfg.kl_penalty_coef * (mean_kl - kl)
         metrics["kl_policy_ref"] = float(mean_kl)
+    if x.ref_logprobs is not None:
+        metrics["kl"] = float(_masked_mean(k3_kl(new.detach(), x.ref_logprobs), mask))
 
     token_ratio = torch.exp(log_diff)
     ratio = token_ratio
@@ -132,6 +134,27 @@ def policy_loss(x: LossInputs, cfg: RLConfig) -> LossOutput:
     selected = ratio.detach()[mask.bool()]
     metrics["loss/importance_ratio_mean"] = float(selected.mean()) if selected.numel() else 1.0
     metrics["loss/clipped_token_fraction"] = float(_masked_mean(outside, mask))
+    metrics |= clip_ratios(ratio.detach(), advantages.detach(), mask, low, high)
     if x.entropy is not None:
-        metrics["entropy"] = float((x.entropy * x.weights * mask).sum() / (mask.sum() + 1e-6))
+        metrics["entropy"] = float(_masked_mean(x.entropy, mask))
     return LossOutput(total, metrics)
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """TRL's per-token KL estimate to the reference: ``exp(r) - r - 1`` with ``r = ref - logp`` (>= 0)."""
+    r = torch.clamp(ref_logprobs - logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return torch.exp(r) - r - 1
+
+
+def clip_ratios(
+    ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, low: float, high: float
+) -> dict[str, float]:
+    """TRL's ``clip_ratio/*``: the share of trained tokens whose ratio is below ``low`` with a negative
+    advantage, above ``high`` with a positive one, or either (the tokens the clip acts on)."""
+    below = ((ratio < low) & (advantages < 0)).to(mask.dtype)
+    above = ((ratio > high) & (advantages > 0)).to(mask.dtype)
+    return {
+        "clip_ratio/low_mean": float(_masked_mean(below, mask)),
+        "clip_ratio/high_mean": float(_masked_mean(above, mask)),
+        "clip_ratio/region_mean": float(_masked_mean(torch.maximum(below, above), mask)),
+    }

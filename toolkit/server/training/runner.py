@@ -16,6 +16,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,13 @@ from typing import Any
 from transformers import PreTrainedModel
 
 from ...types.training import (
+    CHECKPOINT_METRIC_NAMES,
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
     TrainingJob,
+    TrajectoryGroup,
 )
 from ..engine.device import Placement
 from ..engine.model import BaseModelSpec
@@ -35,15 +38,17 @@ from ..errors import Unprocessable
 from ..store.artifacts import Artifacts
 from ..store.db import Database
 from ..store.jobs import Jobs
+from ..store.logs import TrajectoryLogs
 from ..store.models import CheckpointRow, Models
 from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
-from .job_metrics import CANONICAL, mean_metrics, numbers, train_metrics
+from .job_metrics import mean_metrics, numbers, train_metrics
 from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
+from .rollout_metrics import rollout_metrics
 from .sequences import Sample, UntrainableError
 from .trainer import (
     peak_learning_rate,
@@ -89,6 +94,14 @@ def reference_step(cfg: ExperimentalTrainingConfig | None, base_step: int) -> in
     return 0
 
 
+@dataclass
+class TrainedOn:
+    """The groups an RL job trained on and the advantage it used for each trajectory."""
+
+    groups: list[TrajectoryGroup]
+    advantages: list[list[float]]
+
+
 class TrainingRunner:
     """Training jobs of every user, run in submission order on the server's job worker."""
 
@@ -97,6 +110,7 @@ class TrainingRunner:
         db: Database,
         models: Models,
         jobs: Jobs,
+        logs: TrajectoryLogs,
         worker: JobWorker,
         base_models: dict[str, BaseModelSpec],
         checkpoints_dir: Path,
@@ -107,6 +121,7 @@ class TrainingRunner:
         self.db = db
         self.models = models
         self.jobs = jobs
+        self.logs = logs
         self.worker = worker
         self.base_models = base_models
         self.files = CheckpointFolders(checkpoints_dir)
@@ -243,6 +258,8 @@ class TrainingRunner:
             "num_groups_submitted": float(plan.num_groups),
             "num_groups_trainable": float(plan.num_groups_trainable),
         }
+        in_summary = set(extra)  # the checkpoint reports these as train/... and data/...
+        extra |= rollout_metrics(groups)
         multiplier = 1.0
         if cfg.scale_learning_rate_by_reward_std_dev:
             multiplier = reward_std_lr_multiplier(
@@ -256,7 +273,7 @@ class TrainingRunner:
         lora = self.models.lora_config_of(req.model_id) is not None
         warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
-        self.jobs.started(job_id, len(plan.batches), warnings)
+        self.jobs.started(job_id, len(plan.batches), warnings, config=asdict(cfg))
         steps: list[dict[str, float]] = []
         if plan.batches:
             reference_at = reference_step(req.experimental_config, base.step)
@@ -272,12 +289,17 @@ class TrainingRunner:
             )
         metrics = {
             **summary,
-            **{CANONICAL.get(k, k): v for k, v in mean_metrics(steps).items() if k not in extra},
+            **{
+                CHECKPOINT_METRIC_NAMES.get(k, k): v
+                for k, v in mean_metrics(steps).items()
+                if k not in in_summary
+            },
             "data/step_num_groups_submitted": float(plan.num_groups),
             "data/step_num_groups_trainable": float(plan.num_groups_trainable),
             "data/step_num_gradient_steps": float(len(plan.batches)),
         }
-        self._save(job_id, policy, base, metrics, trained=bool(plan.batches))
+        trained_on = TrainedOn(groups, plan.advantages)
+        self._save(job_id, policy, base, metrics, trained=bool(plan.batches), trained_on=trained_on)
 
     def _run_sft(
         self, job_id: str, request: dict[str, Any], spec: BaseModelSpec, base: CheckpointRow
@@ -331,10 +353,18 @@ class TrainingRunner:
         return reference_model(spec, Path(row.path) if row.path else None, self.trainer.placement)
 
     def _save(
-        self, job_id: str, policy: Policy, base: CheckpointRow, metrics: dict[str, float], *, trained: bool
+        self,
+        job_id: str,
+        policy: Policy,
+        base: CheckpointRow,
+        metrics: dict[str, float],
+        *,
+        trained: bool,
+        trained_on: TrainedOn | None = None,
     ) -> None:
         """Write the checkpoint and its optimizer state (or link the unchanged ones), then the
-        checkpoint row + ``training_ended`` at once; then drop the optimizer state of ``base``."""
+        checkpoint row, the RL job's trajectories with their advantages and ``training_ended`` at
+        once; then drop the optimizer state of ``base``."""
         self._check(job_id)
         step = self.models.current_step(base.model_id) + 1
         staging = self.files.stage(base.model_id, step, job_id)
@@ -356,6 +386,10 @@ class TrainingRunner:
             with self.db.write() as conn:
                 path = str(folder) if folder else None
                 checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
+                if trained_on is not None:
+                    self.logs.record_training(
+                        conn, base.model_id, job_id, base.step, step, trained_on.groups, trained_on.advantages
+                    )
                 self.jobs.succeed(conn, job_id, step, checkpoint_id)
         except BaseException:
             if folder is not None:

@@ -161,6 +161,7 @@ class RLBatchPlan:
     num_groups: int
     num_groups_trainable: int
     num_trajectories: int
+    advantages: list[list[float]]  # per group, per trajectory: the advantage this step uses
 
 
 def _choice_tokens(
@@ -228,8 +229,12 @@ def rl_samples(
     advantage_balance: float,
     allow_without_logprobs: bool,
 ) -> RLBatchPlan:
-    """Advantages per group; trajectories with zero advantage are dropped (all of a zero-variance group)."""
+    """Advantages per group; trajectories with zero advantage are dropped (all of a zero-variance group).
+    The plan's ``advantages`` hold, per group and trajectory, the advantage the job uses: the balanced
+    one for trained trajectories, the group advantage for the others."""
     samples: list[Sample] = []
+    per_group: list[list[float]] = []
+    positions: list[tuple[int, int]] = []
     trainable_groups = 0
     trajectory_tokens: list[int] = []
     trajectory_advantages: list[float] = []
@@ -240,6 +245,7 @@ def rl_samples(
                 f"group {g}: its rewards are so far apart that reward minus mean is beyond the float"
                 " range; keep scale_rewards on (the default) or bring the rewards closer together"
             )
+        per_group.append(list(advantages))
         kept = False
         for t, (trajectory, advantage) in enumerate(zip(group.trajectories, advantages, strict=True)):
             if advantage == 0:
@@ -263,6 +269,7 @@ def rl_samples(
                 sample.advantage, sample.trajectory = advantage, index
             trajectory_tokens.append(sum(s.num_trained for s in found))
             trajectory_advantages.append(advantage)
+            positions.append((g, t))
             samples += found
             kept = True
         trainable_groups += kept
@@ -271,7 +278,9 @@ def rl_samples(
     for sample in samples:
         sample.weight = weights[sample.trajectory]
         sample.advantage = balanced[sample.trajectory]
-    return RLBatchPlan(samples, len(groups), trainable_groups, len(trajectory_tokens))
+    for (g, t), advantage in zip(positions, balanced, strict=True):
+        per_group[g][t] = advantage
+    return RLBatchPlan(samples, len(groups), trainable_groups, len(trajectory_tokens), per_group)
 
 
 def pack(samples: Sequence[Sample], length: int, seed: int) -> list[list[Sample]]:

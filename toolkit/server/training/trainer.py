@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,10 +51,13 @@ class RLPlan:
     num_groups: int
     num_groups_trainable: int
     num_trajectories: int
+    advantages: list[list[float]]  # per group, per trajectory: the advantage the step uses
+    prepare_s: float = 0.0  # seconds spent tokenizing and packing
 
 
 def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, seed: int) -> RLPlan:
     """Tokenize, compute advantages and split into minibatches (one gradient step each)."""
+    started = time.perf_counter()
     plan = rl_samples(
         groups,
         fmt,
@@ -62,7 +66,14 @@ def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, s
         allow_without_logprobs=cfg.allow_training_without_logprobs,
     )
     batches = pack(plan.samples, cfg.packed_sequence_length, seed)
-    return RLPlan(batches, plan.num_groups, plan.num_groups_trainable, plan.num_trajectories)
+    return RLPlan(
+        batches,
+        plan.num_groups,
+        plan.num_groups_trainable,
+        plan.num_trajectories,
+        plan.advantages,
+        time.perf_counter() - started,
+    )
 
 
 def _logprobs_without_grad(model: PreTrainedModel, batch: Batch, chunk: int) -> torch.Tensor:
@@ -88,6 +99,7 @@ def run_rl(
     device = next(model.parameters()).device
     batches = [make_batch(b, pad_id, device) for b in plan.batches]
     model.eval()  # no dropout: the recomputed logprobs must match the sampler's
+    started = time.perf_counter()
     sampler: list[torch.Tensor | None] = [None] * len(batches)
     if cfg.precalculate_logprobs:
         for i, batch in enumerate(batches):
@@ -96,7 +108,9 @@ def run_rl(
     references = [
         _logprobs_without_grad(reference, b, chunk) if reference is not None else None for b in batches
     ]
+    job_timing = {"timing_s/prepare": plan.prepare_s, "timing_s/old_logprobs": time.perf_counter() - started}
     for i, (samples, batch) in enumerate(zip(plan.batches, batches, strict=True)):
+        step_start = time.perf_counter()
         new, entropy = token_logprobs(model, batch, chunk)
         out = policy_loss(
             LossInputs(
@@ -115,7 +129,10 @@ def run_rl(
         num_trajectories = len({s.trajectory for s in samples})
         lr = step_learning_rate(cfg, num_trajectories, lr_multiplier)
         loss = float(out.loss.detach())
+        backward_end = time.perf_counter()
         grad_norm = _clip_and_step(params, optimizer, lr, loss, i + 1)
+        step_end = time.perf_counter()
+        num_tokens = float(batch.attention.sum())
         on_step(
             {
                 "loss": loss,
@@ -123,8 +140,13 @@ def run_rl(
                 "learning_rate": lr,
                 "num_trajectories": float(num_trajectories),
                 "num_trainable_tokens": float(batch.mask.sum()),
-                "num_tokens": float(batch.attention.sum()),
+                "num_tokens": num_tokens,
                 **out.metrics,
+                **job_timing,
+                "timing_s/forward_backward": backward_end - step_start,
+                "timing_s/optimizer": step_end - backward_end,
+                "timing_s/step": step_end - step_start,
+                "throughput/tokens_per_s": num_tokens / max(step_end - step_start, 1e-9),
             }
         )
 

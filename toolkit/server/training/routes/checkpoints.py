@@ -55,6 +55,8 @@ def delete_checkpoints(
     result, paths = training.models.delete_checkpoints(user, model_id, req.steps)
     for path in paths:
         training.runner.files.remove(Path(path))
+    gone = set(req.steps) - set(result.not_found_steps) - set(result.kept_steps)
+    training.checkpoints_deleted(model_id, sorted(gone))
     return result
 
 

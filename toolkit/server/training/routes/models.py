@@ -66,6 +66,7 @@ def delete_model(
 ) -> DeleteModelResponse:
     checkpoints, artifacts, trajectories, paths = training.models.delete(user, model_id)
     training.runner.files.remove_model(model_id)
+    training.checkpoints_deleted(model_id, None)
     for path in paths:  # the uploaded artifacts' folders (checkpoints live under the model's folder)
         shutil.rmtree(path, ignore_errors=True)
     return DeleteModelResponse(

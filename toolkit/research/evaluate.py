@@ -1,0 +1,209 @@
+"""Evaluate checkpoints: a held-out scenario set against each checkpoint, concurrently, scored.
+
+A task is a rollout factory ``rollout(client, model_name) -> (scenario -> Trajectory)``, the shape
+the shipped tasks have (``toolkit.tasks.reverse.rollout``; for an agent task,
+``lambda c, m: lookup.agent(c, m).rollout``); :func:`chat_task` makes one from your prompts and a
+scorer. Each checkpoint is addressed by its unique name
+``wandb-artifact:///<entity>/<project>/<name>:step<N>`` (step 0 is the base), so every trajectory
+carries its step as ``initial_policy_version``/``final_policy_version``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..client import AsyncClient, Client
+from ..rollouts import gather, gather_async, trajectory
+from ..rollouts.gathering import TrajectoryLike
+from ..types.training import Model, Trajectory, TrajectoryGroup
+from .figures import evaluation as evaluation_figure
+
+Rollout = Callable[[Any], TrajectoryLike]
+Task = Callable[[Client, str], Rollout]
+AsyncTask = Callable[[AsyncClient, str], Callable[[Any], Awaitable[TrajectoryLike]]]
+Prompt = str | Sequence[Mapping[str, Any]]
+
+
+def checkpoint_name(model: Model, step: int) -> str:
+    """The chat-endpoint name of ``model``'s checkpoint at ``step``."""
+    return f"wandb-artifact:///{model.entity}/{model.project}/{model.name}:step{step}"
+
+
+def chat_task(score: Callable[[Trajectory], float], **request: Any) -> Task:
+    """A task of your own: each scenario is a prompt (a string or a message list) answered in one
+    turn with ``request``'s options (e.g. ``max_tokens``), scored by ``score(trajectory)``."""
+
+    def task(client: Client, model: str) -> Rollout:
+        def run(prompt: Prompt) -> Trajectory:
+            messages = (
+                [{"role": "user", "content": prompt}]
+                if isinstance(prompt, str)
+                else [dict(m) for m in prompt]
+            )
+            options = {"logprobs": True, "return_token_ids": True, **request}
+            completion = client.chat.completions.create(model=model, messages=messages, **options)
+            result = trajectory(messages, completion)
+            result.reward = float(score(result))
+            return result
+
+        return run
+
+    return task
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` measured: ``frame`` (``step``, ``score_mean``, ``score_std``, ``n``,
+    ``errors``, ``logged``) and each step's groups."""
+
+    frame: pd.DataFrame
+    groups: dict[int, list[TrajectoryGroup]] = field(default_factory=dict)
+
+    def figure(self) -> go.Figure:
+        """Score versus step (mean ± std)."""
+        return evaluation_figure(self.frame)
+
+    def _repr_html_(self) -> str:
+        return str(self.frame.to_html(index=False))
+
+
+def _summary(step: int, groups: list[TrajectoryGroup], logged: bool) -> dict[str, Any]:
+    rewards = [t.reward for g in groups for t in g.trajectories]
+    mean = sum(rewards) / len(rewards) if rewards else math.nan
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else math.nan
+    errors = sum(len(g.exceptions) for g in groups)
+    return {
+        "step": step,
+        "score_mean": mean,
+        "score_std": std,
+        "n": len(rewards),
+        "errors": errors,
+        "logged": logged,
+    }
+
+
+@dataclass
+class _Plan:
+    """One evaluation written once: which checkpoints, which rollouts, what to log, the result
+    (carried out by :func:`evaluate` with threads and :func:`evaluate_async` with asyncio)."""
+
+    model: Model
+    steps: list[int]
+    scenarios: Sequence[Any]
+
+    @classmethod
+    def of(cls, model: Model, steps: Sequence[int], scenarios: Sequence[Any]) -> _Plan:
+        if not steps or not scenarios:
+            raise ValueError("nothing to evaluate: give at least one step and one scenario")
+        return cls(model, sorted(set(steps)), scenarios)
+
+    def names(self) -> dict[int, str]:
+        return {step: checkpoint_name(self.model, step) for step in self.steps}
+
+    def items(self) -> list[tuple[int, Any]]:
+        return [(step, s) for step in self.steps for s in self.scenarios]
+
+    @staticmethod
+    def pinned(step: int, outcome: TrajectoryLike) -> Trajectory:
+        result = Trajectory.model_validate(outcome)
+        result.initial_policy_version = result.final_policy_version = step
+        return result
+
+    def by_step(self, groups: list[TrajectoryGroup]) -> dict[int, list[TrajectoryGroup]]:
+        n = len(self.scenarios)
+        return {step: groups[i * n : (i + 1) * n] for i, step in enumerate(self.steps)}
+
+    def logged_step(self, log: bool) -> int | None:
+        """The step whose groups go to ``/log``: the model's current one, if evaluated."""
+        return self.model.latest_step if log and self.model.latest_step in self.steps else None
+
+    def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: int | None) -> Evaluation:
+        rows = [_summary(step, groups, step == logged) for step, groups in by_step.items()]
+        return Evaluation(pd.DataFrame(rows), by_step)
+
+
+def evaluate(
+    client: Client,
+    model_id: str,
+    scenarios: Sequence[Any],
+    task: Task,
+    *,
+    steps: Sequence[int] | None = None,
+    group_size: int = 1,
+    max_concurrency: int = 8,
+    log: bool = True,
+    split: str = "val",
+    progress: bool = True,
+) -> Evaluation:
+    """Run ``scenarios`` (``group_size`` rollouts each) against the checkpoints at ``steps`` (default:
+    every checkpoint), all at once on up to ``max_concurrency`` threads, and score them.
+
+    With ``log``, the groups of the model's current step are logged as ``split`` (``models.log``
+    files trajectories at the current step only: run this after each training step to log every
+    step; older steps' scores stay in the result, never in the latest step's metrics)."""
+    model = client.models.retrieve(model_id)
+    if steps is None:
+        steps = [c.step for c in client.models.checkpoints.list(model_id)]
+    plan = _Plan.of(model, steps, scenarios)
+    runs = {step: task(client, name) for step, name in plan.names().items()}
+
+    def run(item: tuple[int, Any]) -> TrajectoryLike:
+        return plan.pinned(item[0], runs[item[0]](item[1]))
+
+    groups = gather(
+        plan.items(),
+        run,
+        group_size=group_size,
+        max_concurrency=max_concurrency,
+        progress=progress,
+        desc="evaluate",
+    )
+    by_step, logged = plan.by_step(groups), plan.logged_step(log)
+    if logged is not None:
+        client.models.log(model_id, split=split, trajectory_groups=by_step[logged])
+    return plan.result(by_step, logged)
+
+
+async def evaluate_async(
+    client: AsyncClient,
+    model_id: str,
+    scenarios: Sequence[Any],
+    task: AsyncTask,
+    *,
+    steps: Sequence[int] | None = None,
+    group_size: int = 1,
+    max_concurrency: int = 8,
+    log: bool = True,
+    split: str = "val",
+    progress: bool = True,
+) -> Evaluation:
+    """:func:`evaluate` on an :class:`~toolkit.AsyncClient`, with an async task
+    (``reverse.async_rollout``, ``lambda c, m: AsyncAgent(c, m, ...).rollout``); rollouts run on
+    asyncio, up to ``max_concurrency`` at once."""
+    model = await client.models.retrieve(model_id)
+    if steps is None:
+        steps = [c.step async for c in client.models.checkpoints.list(model_id)]
+    plan = _Plan.of(model, steps, scenarios)
+    runs = {step: task(client, name) for step, name in plan.names().items()}
+
+    async def run(item: tuple[int, Any]) -> TrajectoryLike:
+        return plan.pinned(item[0], await runs[item[0]](item[1]))
+
+    groups = await gather_async(
+        plan.items(),
+        run,
+        group_size=group_size,
+        max_concurrency=max_concurrency,
+        progress=progress,
+        desc="evaluate",
+    )
+    by_step, logged = plan.by_step(groups), plan.logged_step(log)
+    if logged is not None:
+        await client.models.log(model_id, split=split, trajectory_groups=by_step[logged])
+    return plan.result(by_step, logged)

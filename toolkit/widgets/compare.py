@@ -1,0 +1,254 @@
+"""RunCompare: 2-4 runs (models or jobs) side by side: their configs as a diff table, reward curves with
+``mean ± std`` bands, any metric overlaid by step, and their checkpoints at one step in a chat compare."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+from traitlets import Int, List, Unicode
+
+from .. import _theme, health, plots
+from ..client import Client
+from ..frames import checkpoints_frame, events_frame
+from ..types.training import Model
+from ._base import ToolkitWidget
+from ._common import FigureBox, StatusLine, button, frame_html
+from .chat import ChatCompare
+from .checkpoints import MetricPicker, checkpoint_name
+
+MIN_RUNS, MAX_RUNS = 2, 4
+MISSING = "—"
+HIDDEN = {"step", "rl_step", "model_id"}  # columns that are not metrics
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys (``lora_config.r``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_diff(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per config key whose value differs between the runs (a missing key counts as ``—``),
+    one column per run; the key is the index."""
+    keys = sorted({k for config in configs.values() for k in config})
+    rows = {k: {name: config.get(k, MISSING) for name, config in configs.items()} for k in keys}
+    differing = {k: row for k, row in rows.items() if len({repr(v) for v in row.values()}) > 1}
+    return pd.DataFrame.from_dict(differing, orient="index", columns=list(configs)).rename_axis("key")
+
+
+@dataclass
+class Run:
+    """One compared run: its label, model, job (None for a whole model), health frame, flat config and
+    the step its latest checkpoint has."""
+
+    name: str
+    model: Model
+    job_id: str | None
+    frame: pd.DataFrame
+    config: dict[str, Any]
+    latest_step: int
+
+
+class RunCompare(ToolkitWidget):
+    """Compare 2-4 runs, each a model (its RL steps, from its checkpoints) or a job (its gradient steps).
+
+    :meth:`start` (or the first display) loads them: the config diff (the model's base, LoRA settings
+    and the resolved config of its latest RL job; only the keys that differ), reward with ``± reward_std``
+    bands, the ``metric`` overlaid. :meth:`chat` opens a :class:`ChatCompare` of the runs' checkpoints at
+    ``step`` (default: the latest step every run has) on each of the ``prompts``.
+
+    State traits: ``names`` (the runs' labels) and ``chat_step`` (the step last chatted with).
+    """
+
+    names = List(Unicode())
+    chat_step = Int(None, allow_none=True)
+
+    def __init__(
+        self,
+        client: Client,
+        models: Sequence[str] = (),
+        jobs: Sequence[str] = (),
+        *,
+        metric: str = "entropy",
+        prompts: Sequence[str] = ("Say hi",),
+        max_tokens: int = 32,
+    ) -> None:
+        self.client = client
+        self.model_ids, self.job_ids = list(models), list(jobs)
+        self.runs: list[Run] = []
+        self._loading = False
+        self.diff = config_diff({})
+        self.metric = MetricPicker(description="metric", options=[])
+        self.metric.value = metric
+        self.metric.observe(lambda _: self._plot_metric(), "value")
+        self.step = w.BoundedIntText(value=0, min=0, max=10**9, description="step")
+        self.prompts = w.Textarea(
+            value="\n".join(prompts), description="prompts", layout=w.Layout(width="60%")
+        )
+        self.max_tokens = max_tokens
+        self.diff_table = w.HTML()
+        self.reward_plot = FigureBox(plots.runs_overlay({}, "reward"))
+        self.metric_plot = FigureBox(plots.runs_overlay({}, metric))
+        self.chat_area = w.VBox()
+        self.status_line = StatusLine()
+        super().__init__(
+            [
+                self.status_line,
+                w.HTML("<b>Config differences</b>"),
+                self.diff_table,
+                self.reward_plot,
+                self.metric,
+                self.metric_plot,
+                w.HTML("<b>Checkpoints at one step</b> (one prompt per line)"),
+                w.HBox(
+                    [self.step, self.prompts, button("Chat", self.action("chat", self.chat), icon="comments")]
+                ),
+                self.chat_area,
+            ]
+        )
+
+    # ------------------------------------------------------------------ logic
+
+    def load(self) -> None:
+        """Read every run and draw the diff table and the figures."""
+        count = len(self.model_ids) + len(self.job_ids)
+        if not MIN_RUNS <= count <= MAX_RUNS:
+            raise ValueError(f"compare {MIN_RUNS} to {MAX_RUNS} runs (models or jobs), not {count}")
+        runs = [self._model_run(m) for m in self.model_ids] + [self._job_run(j) for j in self.job_ids]
+        seen: dict[str, int] = {}
+        for run in runs:  # the same name twice: tell them apart by id
+            seen[run.name] = seen.get(run.name, 0) + 1
+        for run in runs:
+            if seen[run.name] > 1:
+                run.name = f"{run.name} ({(run.job_id or run.model.id)[:8]})"
+        self.runs = runs
+        self.diff = config_diff({r.name: r.config for r in runs})
+        self.diff_table.value = frame_html(self.diff.reset_index()) if len(self.diff) else "no differences"
+        frames = self.frames()
+        self.reward_plot.show(plots.runs_overlay(frames, "reward", band="reward_std"))
+        metrics = sorted({c for f in frames.values() for c in f.select_dtypes("number").columns} - HIDDEN)
+        wanted = self.metric.value
+        self._loading = True  # one figure for the new metric list, not one per change of it
+        try:
+            self.metric.options = metrics or [wanted]
+            self.metric.value = wanted if wanted in self.metric.options else self.metric.options[0]
+        finally:
+            self._loading = False
+        self._plot_metric()
+        self.step.value = min(r.latest_step for r in runs)
+        self.names = [r.name for r in runs]
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """Each run's health frame by name."""
+        return {r.name: r.frame for r in self.runs}
+
+    def checkpoints(self, step: int) -> list[str]:
+        """The names the chat endpoint serves each run's checkpoint at ``step`` under."""
+        return [checkpoint_name(r.model, step) for r in self.runs]
+
+    def chat(self, step: int | None = None) -> list[ChatCompare]:
+        """A :class:`ChatCompare` per prompt of the runs' checkpoints at ``step`` (default: the step
+        field), run now; they replace the previous ones."""
+        if not self.runs:
+            raise ValueError("no runs loaded")
+        step = self.step.value if step is None else step
+        prompts = [p for p in self.prompts.value.splitlines() if p.strip()]
+        if not prompts:
+            raise ValueError("give at least one prompt")
+        for old in self.chat_area.children:
+            old.close()
+        compares = [
+            ChatCompare(
+                self.client, self.checkpoints(step), prompt=p, max_tokens=self.max_tokens, temperature=0.0
+            )
+            for p in prompts
+        ]
+        self.chat_area.children = compares
+        for compare in compares:
+            compare.start()
+            compare.run()
+        self.chat_step = step
+        return compares
+
+    def _plot_metric(self) -> None:
+        if self.runs and self.metric.value and not self._loading:
+            self.metric_plot.show(plots.runs_overlay(self.frames(), self.metric.value))
+
+    def _model_run(self, model_id: str) -> Run:
+        model = self.client.models.retrieve(model_id)
+        checkpoints = checkpoints_frame(self.client.models.checkpoints.list(model_id, limit=100))
+        rl_jobs = [j for j in self.client.training_jobs.list(model_id=model_id) if j.kind == "rl"]
+        latest = max(rl_jobs, key=lambda j: (j.created_at is not None, j.created_at), default=None)
+        config = self._config(model, latest.id if latest is not None else None)
+        steps = checkpoints["step"].dropna()
+        return Run(model.name, model, None, health.model_health(checkpoints), config, int(steps.max()))
+
+    def _job_run(self, job_id: str) -> Run:
+        job = self.client.training_jobs.retrieve(job_id)
+        if job.model_id is None:
+            raise ValueError(f"job {job_id} does not say its model")
+        model = self.client.models.retrieve(job.model_id)
+        events = events_frame(self.client.training_jobs.events.list(job_id, limit=100))
+        frame = health.job_health(events, (job.base_step or 0) + 1)
+        step = job.result_step if job.result_step is not None else job.base_step or 0
+        return Run(f"{model.name} job {job_id[:8]}", model, job_id, frame, self._config(model, job_id), step)
+
+    def _config(self, model: Model, job_id: str | None) -> dict[str, Any]:
+        """The model's base and adapter settings, and the config its job trained with."""
+        config: dict[str, Any] = {"base_model": model.base_model, "full_finetuning": model.full_finetuning}
+        if model.lora_config is not None:
+            config |= flatten(model.lora_config.model_dump(exclude_none=True), "lora_config.")
+        if job_id is not None:
+            started = next(
+                (
+                    e
+                    for e in self.client.training_jobs.events.list(job_id, limit=1)
+                    if e.type == "training_started"
+                ),
+                None,
+            )
+            if started is not None:
+                config |= flatten(started.data.get("config") or {})
+        return config
+
+    # ------------------------------------------------------------------ lifecycle and rendering
+
+    def _start(self) -> None:
+        self.load()
+
+    def _stop(self) -> None:
+        for compare in self.chat_area.children:
+            compare.close()
+
+    def summary(self) -> str:
+        if not self.runs:
+            return "RunCompare: nothing loaded"
+        keys = ", ".join(self.diff.index[:6]) or "none"
+        return f"RunCompare: {' vs '.join(self.names)}; configs differ in {keys}"
+
+    def snapshot_html(self) -> str:
+        """The diff table and both figures (plotly.js from its CDN), readable without a kernel."""
+        if not self.runs:
+            return f"<div>{html.escape(self.summary())}</div>"
+        figures = "".join(
+            fig.to_html(full_html=False, include_plotlyjs="cdn")
+            for fig in (
+                plots.runs_overlay(self.frames(), "reward", band="reward_std"),
+                plots.runs_overlay(self.frames(), self.metric.value),
+            )
+        )
+        title = html.escape(self.summary())
+        return f'<div style="color:{_theme.TEXT}"><b>{title}</b>{self.diff_table.value}{figures}</div>'
+
+    def static_html(self) -> str | None:
+        return self.snapshot_html()
