@@ -23,16 +23,16 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import builtin_chat_data as data  # noqa: E402
+import builtin_chat_data as data
 
-from toolkit.server.engine.model import (  # noqa: E402
+from toolkit.server.engine.model import (
     BUILTIN_WEIGHTS,
     RANDOM_NAME,
     builtin_spec,
     load_model,
     save_weights,
 )
-from toolkit.server.training.sequences import ChatFormat, Sample  # noqa: E402
+from toolkit.server.training.sequences import ChatFormat, Sample
 
 MAX_LEN = 384
 

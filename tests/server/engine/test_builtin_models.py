@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 import torch
 from safetensors.torch import load_file
 from transformers import LlamaForCausalLM
@@ -44,9 +45,9 @@ def test_a_data_folder_from_other_weights_is_rewritten(tmp_path: Path) -> None:
     assert (spec.folder / WEIGHTS_FILE).read_bytes() == BUILTIN_WEIGHTS.read_bytes()
 
 
-def test_the_default_model_answers_in_words(server) -> None:  # type: ignore[no-untyped-def]
+def test_the_default_model_answers_in_words(http: httpx.Client) -> None:
     """Notebook 01's first chat: the pre-trained model greets back in readable words and ends its turn."""
-    body = server.post(
+    body = http.post(
         "/v1/chat/completions",
         json={"model": BUILTIN_NAME, "messages": [{"role": "user", "content": "hello"}], "temperature": 0},
     ).json()
@@ -55,10 +56,10 @@ def test_the_default_model_answers_in_words(server) -> None:  # type: ignore[no-
     assert re.fullmatch(r"[A-Z][A-Za-z ,.'!?-]{4,}", choice["message"]["content"]), choice
 
 
-def test_the_random_model_is_served_by_name(random_server) -> None:  # type: ignore[no-untyped-def]
-    served = [m["id"] for m in random_server.get("/v1/models").json()["data"]]
+def test_the_random_model_is_served_by_name(random_http: httpx.Client) -> None:
+    served = [m["id"] for m in random_http.get("/v1/models").json()["data"]]
     assert served == [RANDOM_NAME]
-    body = random_server.post(
+    body = random_http.post(
         "/v1/chat/completions",
         json={"model": RANDOM_NAME, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8},
     ).json()
