@@ -325,9 +325,17 @@ def run_health(
             row=row,
             col=col,
         )
+    _whole_steps(fig, x)
     fig.update_xaxes(title_text=frame.attrs.get("x", "step"), row=rows)
     title = f"RL health: {len(found)} warning(s)" if found else "RL health"
     return _layout(fig, title, showlegend=False, height=180 + 210 * rows)
+
+
+def _whole_steps(fig: go.Figure, x: np.ndarray) -> None:
+    """Steps are whole numbers: a tick per step over a short run, plotly's own spacing over a long one."""
+    finite = x[np.isfinite(x)]
+    if len(finite) and finite.max() - finite.min() <= 12:
+        fig.update_xaxes(dtick=1, tick0=0)
 
 
 def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | None = None) -> go.Figure:
@@ -336,6 +344,7 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
     fig = go.Figure()
     colorway = pio.templates["plotly"].layout.colorway
     xs = set()
+    steps: list[np.ndarray] = []
     for n, (name, frame) in enumerate(frames.items()):
         color = colorway[n % len(colorway)]
         part = frame.sort_values("step") if "step" in frame else frame
@@ -345,5 +354,7 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
             _band(fig, x, y, np.nan_to_num(_floats(part[band])), color)
         fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=name, line={"color": color}))
         xs.add(frame.attrs.get("x", "step"))
+        steps.append(x)
     title = f"{metric} ± {band}" if band else metric
+    _whole_steps(fig, np.concatenate(steps) if steps else np.array([]))
     return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)

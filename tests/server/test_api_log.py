@@ -347,6 +347,28 @@ def test_metrics_roll_up_per_split_at_the_current_step(http: httpx.Client, store
     assert [(row["split"], row["reward"]) for row in paged] == [("val", 0.5), ("test", 0.3)]
 
 
+def test_log_at_an_older_step_rolls_up_there_and_a_missing_step_changes_nothing(
+    http: httpx.Client, store: Models
+) -> None:
+    """Extension ``step``: groups of an evaluation of an older checkpoint land at that step."""
+    model_id = new_model(http)
+    path = f"/v1/preview/models/{model_id}/log"
+    store.add_checkpoint(model_id, 1, None, {"loss/train": 0.7})
+    r = http.post(
+        path, json={"split": "val", "step": 0, "trajectory_groups": [{"trajectories": [{"reward": 0.25}]}]}
+    )
+    assert r.status_code == 200 and (r.json()["step"], r.json()["metrics"]["val/reward"]) == (0, 0.25)
+    pages = http.get(f"{path[:-4]}/checkpoints").json()["data"]
+    assert pages[0]["metrics"]["val/reward"] == 0.25 and "val/reward" not in pages[1]["metrics"]
+    missing = http.post(
+        path, json={"split": "val", "step": 7, "trajectory_groups": [{"trajectories": [{"reward": 1}]}]}
+    )
+    assert missing.status_code == 422 and "no checkpoint at step 7" in missing.text
+    assert missing.json()["detail"][0]["loc"] == ["body", "step"]
+    rows = http.get(f"{path[:-4]}/trajectories").json()
+    assert [(row["step"], row["reward"]) for row in rows] == [(0, 0.25)]
+
+
 def test_log_with_no_groups_returns_the_steps_metrics(http: httpx.Client) -> None:
     model_id = new_model(http)
     r = http.post(f"/v1/preview/models/{model_id}/log", json={"split": "val", "trajectory_groups": []})

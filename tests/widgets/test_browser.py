@@ -3,7 +3,8 @@
 The test starts JupyterLab on loopback in a temporary root holding a notebook that shows each widget
 against the test server, runs all cells (displaying a widget starts it), clicks the main buttons
 (launch a job and watch it end, compare two checkpoints, open a trace and give feedback with its
-icon buttons, read a run's RL health, compare two runs and chat with their checkpoints), asserts on
+icon buttons, read a run's RL health, compare two runs and chat with their checkpoints, open a
+stored rollout as a chat and follow its prompt across steps), asserts on
 what is rendered, and saves a screenshot of each widget under docs/screenshots/, then of four of them
 again in JupyterLab's dark theme (``*-dark.png``).
 
@@ -50,7 +51,8 @@ SETTINGS = {
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
-WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "health", "compare", "reprs"]
+WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "health", "compare"]
+WIDGETS += ["trajectory_browser", "reprs"]
 DARK = ["launcher", "chat", "traces", "health"]
 
 SETUP = """\
@@ -120,6 +122,7 @@ CELLS = {
     "traces": "tk.widgets.TraceBrowser(client, project)",
     "health": "tk.widgets.RunHealth(client, model_id=runs[0].id)",
     "compare": "tk.widgets.RunCompare(client, models=[r.id for r in runs], prompts=['Say hi'], max_tokens=8)",
+    "trajectory_browser": "tk.widgets.TrajectoryBrowser(client, runs[0].id)",
     "reprs": "groups[0]",
 }
 
@@ -309,6 +312,14 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     compare.locator("button.widget-button", has_text="Chat").click()
     expect(compare).to_contain_text("done: 2 model(s)", timeout=60_000)
     expect(compare).to_contain_text(":step2")
+
+    # every rollout of a run: click one to read it as a chat, then its prompt at each of the 3 steps
+    rollouts = cell["trajectory_browser"]
+    expect(rollouts).to_contain_text("trajectories in 9 groups")
+    rollouts.locator("button.widget-button", has_text="0.50 A").first.click()
+    expect(rollouts).to_contain_text("user: 2+2?", timeout=30_000)
+    rollouts.locator("button.widget-button", has_text="Same prompt over time").click()
+    expect(rollouts.locator(".prompt-step")).to_have_count(3, timeout=30_000)
 
     content = page.content()
     for name in WIDGETS:

@@ -162,3 +162,30 @@ def test_figure_widgets_open_with_their_data_and_layout(monkeypatch: pytest.Monk
     (state,) = [s for s in opened if "_widget_data" in s]
     assert len(state["_widget_data"]) == 1 and state["_widget_layout"]["title"]["text"] == "T"
     box.close()
+
+
+def test_figure_widgets_share_one_import_of_plotlys_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each figure widget's front end is a small module that imports plotly's bundle (sent as the
+    ``_bundle`` trait) once per page: importing it per model overran anywidget's 2 s to initialise."""
+    import ipywidgets.widgets.widget as widget_module
+    import plotly.graph_objects as go
+
+    from toolkit.widgets._common import FigureBox
+
+    opened: list[dict[str, Any]] = []
+    create = widget_module.comm.create_comm
+
+    def spy(**kw: Any) -> Any:
+        opened.append(kw["data"]["state"])
+        return create(**kw)
+
+    monkeypatch.setattr(widget_module.comm, "create_comm", spy)
+    box = FigureBox(go.Figure(go.Scatter(y=[1, 2])))
+    box.show(go.Figure(go.Bar(y=[3])))
+    states = [s for s in opened if "_widget_data" in s]
+    bundle = str(go.FigureWidget._esm)
+    assert len(states) == 2 and len(bundle) > 1_000_000
+    for state in states:
+        assert state["_bundle"] == bundle
+        assert len(state["_esm"]) < 2_000 and "globalThis[KEY] ??=" in state["_esm"]
+    box.close()

@@ -122,10 +122,12 @@ class Models:
     def delete(self, model_id: str) -> DeleteModelResponse:
         return self._t.run(op_delete_model(model_id))
 
-    def log(self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike]) -> LogResponse:
-        """Log groups under ``split``; the result's fields are None where the deployment answers
-        no body (the hosted API)."""
-        return self._t.run(op_log(model_id, split, trajectory_groups))
+    def log(
+        self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike], step: int | None = None
+    ) -> LogResponse:
+        """Log groups under ``split`` at the model's current step (``step``: at that checkpoint's, an
+        extension); the result's fields are None where the deployment answers no body (the hosted API)."""
+        return self._t.run(op_log(model_id, split, trajectory_groups, step))
 
     def trajectories(
         self,
@@ -299,8 +301,10 @@ class AsyncModels:
     async def delete(self, model_id: str) -> DeleteModelResponse:
         return await self._t.run(op_delete_model(model_id))
 
-    async def log(self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike]) -> LogResponse:
-        return await self._t.run(op_log(model_id, split, trajectory_groups))
+    async def log(
+        self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike], step: int | None = None
+    ) -> LogResponse:
+        return await self._t.run(op_log(model_id, split, trajectory_groups, step))
 
     def trajectories(
         self,

@@ -127,8 +127,12 @@ def op_delete_model(model_id: str) -> Op[DeleteModelResponse]:
     return Op("DELETE", f"/v1/preview/models/{model_id}", DeleteModelResponse.model_validate)
 
 
-def op_log(model_id: str, split: str, groups: Iterable[GroupLike]) -> Op[LogResponse]:
-    body = {"model_id": model_id, "split": split, "trajectory_groups": _groups(groups)}
+def op_log(
+    model_id: str, split: str, groups: Iterable[GroupLike], step: int | None = None
+) -> Op[LogResponse]:
+    body: dict[str, Any] = {"model_id": model_id, "split": split, "trajectory_groups": _groups(groups)}
+    if step is not None:  # an extension: the hosted API files groups at the current step
+        body["step"] = step
     return Op("POST", f"/v1/preview/models/{model_id}/log", _log_response, json=body)
 
 

@@ -119,13 +119,21 @@ class _Plan:
         n = len(self.scenarios)
         return {step: groups[i * n : (i + 1) * n] for i, step in enumerate(self.steps)}
 
-    def logged_step(self, log: bool) -> int | None:
-        """The step whose groups go to ``/log``: the model's current one, if evaluated."""
-        return self.model.latest_step if log and self.model.latest_step in self.steps else None
+    def logged_steps(self, log: bool, every_step: bool) -> list[int]:
+        """The steps whose groups go to ``/log``: each one where the deployment files groups at a
+        given step (``every_step``), else the model's current one, if evaluated."""
+        if not log:
+            return []
+        return self.steps if every_step else [s for s in self.steps if s == self.model.latest_step]
 
-    def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: int | None) -> Evaluation:
-        rows = [_summary(step, groups, step == logged) for step, groups in by_step.items()]
+    def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: list[int]) -> Evaluation:
+        rows = [_summary(step, groups, step in logged) for step, groups in by_step.items()]
         return Evaluation(pd.DataFrame(rows), by_step)
+
+
+def _at(client: Client | AsyncClient, step: int) -> int | None:
+    """The ``step`` field of ``/log``: an extension, left out where the deployment has none."""
+    return step if client.deployment.extensions else None
 
 
 def evaluate(
@@ -144,9 +152,9 @@ def evaluate(
     """Run ``scenarios`` (``group_size`` rollouts each) against the checkpoints at ``steps`` (default:
     every checkpoint), all at once on up to ``max_concurrency`` threads, and score them.
 
-    With ``log``, the groups of the model's current step are logged as ``split`` (``models.log``
-    files trajectories at the current step only: run this after each training step to log every
-    step; older steps' scores stay in the result, never in the latest step's metrics)."""
+    With ``log``, each step's groups are logged as ``split`` at that step (``models.log(step=...)``,
+    an extension); on a deployment without extensions (the hosted API files groups at the current
+    step only) only the current step's are, and older steps' scores stay in the result."""
     model = client.models.retrieve(model_id)
     if steps is None:
         steps = [c.step for c in client.models.checkpoints.list(model_id)]
@@ -164,9 +172,9 @@ def evaluate(
         progress=progress,
         desc="evaluate",
     )
-    by_step, logged = plan.by_step(groups), plan.logged_step(log)
-    if logged is not None:
-        client.models.log(model_id, split=split, trajectory_groups=by_step[logged])
+    by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
+    for step in logged:
+        client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=_at(client, step))
     return plan.result(by_step, logged)
 
 
@@ -203,7 +211,9 @@ async def evaluate_async(
         progress=progress,
         desc="evaluate",
     )
-    by_step, logged = plan.by_step(groups), plan.logged_step(log)
-    if logged is not None:
-        await client.models.log(model_id, split=split, trajectory_groups=by_step[logged])
+    by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
+    for step in logged:
+        await client.models.log(
+            model_id, split=split, trajectory_groups=by_step[step], step=_at(client, step)
+        )
     return plan.result(by_step, logged)

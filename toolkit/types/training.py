@@ -278,6 +278,9 @@ class LogRequest(WireModel):
 
     split: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
     trajectory_groups: list[TrajectoryGroup]
+    # extension: the checkpoint step the groups belong to (an evaluation of an older checkpoint);
+    # left out, the model's current step, as the hosted API files them
+    step: Annotated[int | None, Field(ge=0, le=2**63 - 1)] = None
 
 
 class LogResponse(WireModel):

@@ -1,8 +1,8 @@
 """ipywidgets views over the client: build trajectories, launch and monitor jobs, explore checkpoints,
-compare models side by side, browse traces, read a run's RL health and compare runs. Each widget's
-logic lives in plain methods, its state in traits; all share one lifecycle
-(:class:`~toolkit.widgets._base.ToolkitWidget`): nothing loads in ``__init__``, the first display or
-``start()`` does, and ``close()`` stops what was started."""
+compare models side by side, browse traces and stored trajectories, read a run's RL health and
+compare runs. Each widget's logic lives in plain methods, its state in traits; all share one
+lifecycle (:class:`~toolkit.widgets._base.ToolkitWidget`): nothing loads in ``__init__``, the first
+display or ``start()`` does, and ``close()`` stops what was started."""
 
 from .builder import TrajectoryBuilder
 from .chat import ChatCompare
@@ -12,6 +12,7 @@ from .health import RunHealth
 from .launcher import JobLauncher
 from .monitor import JobMonitor
 from .traces import TraceBrowser
+from .trajectories import TrajectoryBrowser
 
 __all__ = [
     "ChatCompare",
@@ -21,5 +22,6 @@ __all__ = [
     "RunCompare",
     "RunHealth",
     "TraceBrowser",
+    "TrajectoryBrowser",
     "TrajectoryBuilder",
 ]

@@ -1,4 +1,4 @@
-"""The lifecycle the six widgets share: start on first display, close what was started, honest outputs."""
+"""The lifecycle all toolkit widgets share: start on first display, close what was started, honest outputs."""
 
 from __future__ import annotations
 

@@ -6,9 +6,11 @@ import html
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 
 import ipywidgets as w
 import pandas as pd
+import plotly
 import plotly.graph_objects as go
 from traitlets import Unicode, observe
 
@@ -80,14 +82,65 @@ def frame_html(df: pd.DataFrame, max_rows: int = 200) -> str:
     return f'{TABLE_STYLE}<div style="{TABLE_CSS}">{body}</div>'
 
 
+# The front end of WholeFigureWidget: a small module that imports plotly's widget module (a 5 MB
+# bundle, sent as the ``_bundle`` trait) once per page and shares it between every figure widget. Each
+# model importing the bundle again took seconds on a loaded machine, past the 2 s anywidget gives a
+# model to initialise: the messages the kernel sent to such a model were console errors
+# ("[anywidget] Failed to initialize model."). This module initialises a model at once; the figure is
+# drawn when the shared bundle is in.
+SHARED_ESM = """\
+const KEY = Symbol.for("toolkit.plotly-figure-widget/PLOTLY_VERSION");
+
+function plotlyWidget(model) {
+  globalThis[KEY] ??= (async () => {
+    const url = URL.createObjectURL(new Blob([model.get("_bundle")], { type: "text/javascript" }));
+    try {
+      return (await import(url)).default;
+    } catch (error) {
+      delete globalThis[KEY];
+      throw error;
+    } finally {
+      URL.revokeObjectURL(url);
+    }
+  })();
+  return globalThis[KEY];
+}
+
+export default () => {
+  let widget;
+  return {
+    initialize(context) {
+      widget = plotlyWidget(context.model).then((create) => {
+        const def = typeof create === "function" ? create() : create;
+        def.initialize(context);
+        return def;
+      });
+    },
+    async render(context) {
+      return (await widget).render(context);
+    },
+  };
+};
+""".replace("PLOTLY_VERSION", plotly.__version__)
+
+
+@cache
+def plotly_bundle() -> str:
+    """plotly's widget module (the front end of its ``FigureWidget``)."""
+    return str(go.FigureWidget._esm)  # anywidget's FileContents of the bundle
+
+
 class WholeFigureWidget(go.FigureWidget):
-    """A ``FigureWidget`` whose comm opens once its data and layout are set.
+    """A ``FigureWidget`` whose comm opens once its data and layout are set, and whose front end shares
+    one import of plotly's bundle with the page's other figures (:data:`SHARED_ESM`).
 
     plotly's own opens it in the middle of its constructor, with no traces and no layout, and sends
     them just after; a view the front end draws in between stays empty for good (the widget's script
     ignores later changes of its data), which happened now and then to figures swapped in.
     """
 
+    _esm = SHARED_ESM
+    _bundle = Unicode("").tag(sync=True)
     _building = False
 
     def __init__(self, fig: go.Figure) -> None:
@@ -97,6 +150,7 @@ class WholeFigureWidget(go.FigureWidget):
         finally:
             self._building = False
         self._view_count = None  # no view counting: its messages to a widget closed early are errors
+        self._bundle = plotly_bundle()
         self.open()
 
     def open(self) -> None:

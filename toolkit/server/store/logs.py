@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...types.training import LogRequest, LogResponse, TrajectoryGroup
+from ..errors import Unprocessable
 from .common import now_iso
 from .db import Database
 from .models import Models
@@ -123,11 +124,18 @@ class TrajectoryLogs:
         self.rollup = rollup
 
     def log(self, model_id: str, req: LogRequest) -> LogResponse:
-        """Store the groups at the model's current step and recompute that step's split metrics; the
-        answer comes after the commit (acknowledged = stored)."""
+        """Store the groups at the model's current step (or the request's ``step``) and recompute that
+        step's split metrics; the answer comes after the commit (acknowledged = stored)."""
         groups = [GroupRows.logged(g) for g in req.trajectory_groups]  # read before taking the lock
         with self.db.write() as conn:
-            checkpoint = self.models.latest_checkpoint(model_id)
+            if req.step is None:
+                checkpoint = self.models.latest_checkpoint(model_id)
+            elif (found := self.models.checkpoint_at(model_id, req.step)) is not None:
+                checkpoint = found
+            else:
+                raise Unprocessable(
+                    ["body", "step"], f"Model {model_id} has no checkpoint at step {req.step}"
+                )
             self._insert(conn, model_id, req.split, checkpoint.step, groups, None)
             metrics = self.rollup(req.split, self._groups(model_id, req.split, checkpoint.step))
             self.models.merge_metrics(conn, checkpoint.id, metrics)
