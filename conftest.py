@@ -9,7 +9,8 @@ The notebooks (nbval) and tests/notebooks/ run first, as one group, with the tes
 ``after_notebooks`` (the notebook re-run) at its end, so they find the data folder that nbval's run
 of the notebooks left behind. Under pytest-xdist (``-n 2``, what ``scripts/test`` runs) that group
 goes to one worker and each other test file is a group of its own (its module fixtures set up
-once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server.
+once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server, and torch runs on one
+thread in each worker and in each server it starts (``$TOOLKIT_TORCH_THREADS``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         os.environ.pop(name, None)
     setattr(config, _DATA_DIR, folder)
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        # Each worker and each server it starts runs torch on one thread: two processes spinning
+        # two threads each on two cores slowed notebook 02's SFT cell from 54 s to 350 s.
+        for name in ("TOOLKIT_TORCH_THREADS", "OMP_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

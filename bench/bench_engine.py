@@ -1,6 +1,6 @@
 """Decode throughput of the engine over HTTP against transformers' ``generate``, same model, same prompts.
 
-    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16]
+    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16] [--smoke]
 
 Starts ``toolkit serve`` on a temporary data folder (the built-in model), then measures, greedy with
 EOS ignored so every request decodes exactly ``--tokens`` tokens:
@@ -10,6 +10,8 @@ EOS ignored so every request decodes exactly ``--tokens`` tokens:
 - transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16, on as many torch
   threads as the engine uses (``ENGINE_THREADS``).
 Prints a Markdown table with the ratios (the figures for docs/performance.md).
+``--smoke``: 4 tokens, 2 requests, 3 samples per median, in seconds (the test suite runs it, so a broken
+bench fails CI; its figures mean nothing).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def engine_throughput(http: httpx.Client, concurrency: int, tokens: int, rounds:
     return produced / (time.perf_counter() - start)
 
 
-def ttft_ms(http: httpx.Client, samples: int = 20) -> float:
+def ttft_ms(http: httpx.Client, samples: int) -> float:
     body = {"messages": MESSAGES, "max_tokens": 2, "stream": True}
     times = []
     for _ in range(samples):
@@ -93,19 +95,20 @@ def ttft_ms(http: httpx.Client, samples: int = 20) -> float:
     return statistics.median(times)
 
 
-def health_while_decoding(http: httpx.Client, url: str, key: str, tokens: int) -> float:
-    busy = threading.Thread(target=engine_throughput, args=(http, 16, tokens, 1))
+def health_while_decoding(http: httpx.Client, url: str, key: str, requests: int, tokens: int) -> float:
+    """p50 of health checks while ``requests`` requests decode (at least one check)."""
+    busy = threading.Thread(target=engine_throughput, args=(http, requests, tokens, 1))
     busy.start()
     times = []
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as probe:
         time.sleep(0.2)
-        while busy.is_alive():
+        while not times or busy.is_alive():
             start = time.perf_counter()
             probe.get("/v1/health").raise_for_status()
             times.append((time.perf_counter() - start) * 1000)
             time.sleep(0.05)
     busy.join()
-    return statistics.median(times) if times else float("nan")
+    return statistics.median(times)
 
 
 def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> float:
@@ -119,7 +122,7 @@ def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, t
     return (out.shape[1] - len(prompt)) * batch / elapsed
 
 
-def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int = 20) -> float:
+def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int) -> float:
     ids = torch.tensor([prompt])
     times = []
     for _ in range(samples):
@@ -137,7 +140,11 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--smoke", action="store_true", help="4 tokens, 2 requests, 3 samples, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.tokens, args.requests = 4, 2
+    samples = 3 if args.smoke else 20
     torch.set_num_threads(ENGINE_THREADS)  # the peer (generate, in this process) on the engine's thread count
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
@@ -148,8 +155,8 @@ def main() -> None:
                 engine_throughput(http, 1, 8, 1)  # warm-up
                 engine_1 = engine_throughput(http, 1, args.tokens, 4)
                 engine_n = engine_throughput(http, args.requests, args.tokens, 2)
-                ttft = ttft_ms(http)
-                health = health_while_decoding(http, url, key, args.tokens)
+                ttft = ttft_ms(http, samples)
+                health = health_while_decoding(http, url, key, args.requests, args.tokens)
         finally:
             proc.terminate()
             proc.wait(30)
@@ -161,7 +168,7 @@ def main() -> None:
         )
         gen_1 = generate_throughput(model, prompt, 1, args.tokens)
         gen_n = generate_throughput(model, prompt, args.requests, args.tokens)
-        gen_ttft = generate_ttft_ms(model, prompt)
+        gen_ttft = generate_ttft_ms(model, prompt, samples)
     n = args.requests
     rows = [
         ("decode tokens/s, 1 request", f"{engine_1:,.0f}", f"{gen_1:,.0f}", f"{engine_1 / gen_1:.2f}x"),

@@ -1,6 +1,6 @@
 """Trace service against Weave's own SQLite trace server, same data, same run.
 
-    .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH]
+    .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH] [--ours-only] [--smoke]
 
 Weave's SQLite server needs packages of its ``trace-server`` extra that its wheel does not declare
 for the default install; a separate venv keeps them out of ours:
@@ -10,13 +10,15 @@ for the default install; a separate venv keeps them out of ours:
 
 Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
 ``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
-in a subprocess of its own (``--weave-python``, default this interpreter). Both get the same
+in a subprocess of its own (``--weave-python``, default ``.venv-weave/bin/python``). Both get the same
 calls (traces of one root and nine children, 20 ops, one start and one end per call):
 - ingest: calls/s through ``/call/upsert_batch`` (500 calls = 1000 items a request) vs
   ``call_start_batch`` with the same batches;
 - limit-100 queries, p50 of 20: by op sorted by time, roots only, a ``$expr`` filter;
 - a full streamed scan (rows/s) and the peak growth of the serving process's memory during it.
-Prints a Markdown table with ratios (the figures of docs/performance.md).
+Prints a Markdown table with ratios (the figures of docs/performance.md). ``--smoke``: 1,000 calls and
+3 queries per p50, in seconds (the test suite runs it with ``--ours-only``: the Weave venv is built from
+PyPI, so CI has none offline); ``--ours-only`` leaves Weave's column ``not run``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from typing import Any
 WEAVE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-weave/bin/python"
 PROJECT = "bench/traces"
 BATCH = 500
-REPEATS = 20
 QUERIES: dict[str, dict[str, Any]] = {
     "by op, newest first": {
         "filter": {"op_names": ["op_7"]},
@@ -131,9 +132,9 @@ class PeakRss:
         return self.peak - self.start
 
 
-def p50_ms(run: Callable[[], int]) -> tuple[float, int]:
+def p50_ms(run: Callable[[], int], repeats: int) -> tuple[float, int]:
     times, rows = [], 0
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t = time.perf_counter()
         rows = run()
         times.append((time.perf_counter() - t) * 1000)
@@ -143,7 +144,7 @@ def p50_ms(run: Callable[[], int]) -> tuple[float, int]:
 # ----------------------------------------------------------------------------- Weave's side
 
 
-def weave_side(data: Path) -> dict[str, Any]:
+def weave_side(data: Path, repeats: int) -> dict[str, Any]:
     # The server imports its model-evaluation worker, which needs weave[scorers] (torch, ...);
     # the benchmark never evaluates models, so that one module is stood in for.
     worker = types.ModuleType("weave.trace_server.workers.evaluate_model_worker.evaluate_model_worker")
@@ -164,7 +165,7 @@ def weave_side(data: Path) -> dict[str, Any]:
         out: dict[str, Any] = {"ingest": ingest, "queries": {}}
         for name, spec in QUERIES.items():
             req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
-            out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)))
+            out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)), repeats)
         with PeakRss(os.getpid()) as mem:
             t = time.perf_counter()
             rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
@@ -212,7 +213,7 @@ def jsonl_rows(chunks: Iterator[bytes]) -> int:
     return rows + (1 if rest.strip() and orjson.loads(rest) else 0)
 
 
-def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def our_side(batches: list[list[dict[str, Any]]], repeats: int) -> dict[str, Any]:
     import httpx
     import orjson
 
@@ -237,7 +238,7 @@ def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
                         return jsonl_rows(r.iter_bytes())
 
                 for name, spec in QUERIES.items():
-                    out["queries"][name] = p50_ms(lambda s=spec: query(s))
+                    out["queries"][name] = p50_ms(lambda s=spec: query(s), repeats)
                 with PeakRss(proc.pid) as mem:
                     t = time.perf_counter()
                     rows = query({})
@@ -249,48 +250,85 @@ def our_side(batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def table(calls: int, ours: dict[str, Any], theirs: dict[str, Any] | None) -> str:
+    """The Markdown report; without Weave's figures (``--ours-only``) its cells read ``not run``."""
+    rows: list[tuple[str, str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], str]]] = [
+        (
+            f"ingest, calls/s (`/call/upsert_batch`, {BATCH} calls a request)",
+            f"{ours['ingest']:,.0f}",
+            lambda w: f"{w['ingest']:,.0f}",
+            lambda w: f"{ours['ingest'] / w['ingest']:.1f}x",
+        )
+    ]
+    for name in QUERIES:
+        mine, n_mine = ours["queries"][name]
+        assert theirs is None or theirs["queries"][name][1] == n_mine, (name, n_mine, theirs["queries"][name])
+        rows.append(
+            (
+                f"{name}, limit 100, p50 ms",
+                f"{mine:.1f}",
+                lambda w, q=name: f"{w['queries'][q][0]:.1f}",
+                lambda w, q=name, m=mine: f"{w['queries'][q][0] / m:.1f}x faster",
+            )
+        )
+    scan = ours["scan"]
+    rows += [
+        (
+            f"full streamed scan, rows/s ({scan['rows']:,} rows)",
+            f"{scan['rows_per_s']:,.0f}",
+            lambda w: f"{w['scan']['rows_per_s']:,.0f}",
+            lambda w: f"{scan['rows_per_s'] / w['scan']['rows_per_s']:.1f}x",
+        ),
+        (
+            "memory growth of the server during the scan, MB",
+            f"{scan['rss_growth_mb']:.0f}",
+            lambda w: f"{w['scan']['rss_growth_mb']:.0f}",
+            lambda w: "",
+        ),
+    ]
+    lines = [
+        f"{calls:,} calls; ours over HTTP (loopback), Weave's SQLite server in-process\n",
+        "| measure | ours | Weave SQLite | ratio |",
+        "|---|---|---|---|",
+    ]
+    for label, mine_cell, weave_cell, ratio_cell in rows:
+        weave, ratio = (weave_cell(theirs), ratio_cell(theirs)) if theirs else ("not run", "")
+        lines.append(f"| {label} | {mine_cell} | {weave} | {ratio} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=20, help="queries per p50")
     parser.add_argument("--weave-python", default=str(WEAVE_PYTHON), help="interpreter with weave==0.52.38")
+    parser.add_argument(
+        "--ours-only", action="store_true", help="skip Weave's side (no --weave-python set up)"
+    )
+    parser.add_argument("--smoke", action="store_true", help="1,000 calls, 3 repeats, for CI")
     parser.add_argument("--weave-side", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        args.calls, args.repeats = 2 * BATCH, 3
     if args.weave_side:
-        print(json.dumps(weave_side(args.weave_side)))
+        print(json.dumps(weave_side(args.weave_side, args.repeats)))
         return
     batches = make_batches(args.calls)
-    ours = our_side(batches)
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "batches.json"
-        data.write_text(json.dumps(batches))
-        del batches
-        result = subprocess.run(
-            [args.weave_python, __file__, "--weave-side", str(data)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    theirs = json.loads(result.stdout.strip().splitlines()[-1])
-    print(f"{args.calls:,} calls; ours over HTTP (loopback), Weave's SQLite server in-process\n")
-    print("| measure | ours | Weave SQLite | ratio |")
-    print("|---|---|---|---|")
-    print(
-        f"| ingest, calls/s (`/call/upsert_batch`, {BATCH} calls a request) | {ours['ingest']:,.0f}"
-        f" | {theirs['ingest']:,.0f} | {ours['ingest'] / theirs['ingest']:.1f}x |"
-    )
-    for name in QUERIES:
-        (mine, n_mine), (weave, n_weave) = ours["queries"][name], theirs["queries"][name]
-        assert n_mine == n_weave, (name, n_mine, n_weave)
-        print(f"| {name}, limit 100, p50 ms | {mine:.1f} | {weave:.1f} | {weave / mine:.1f}x faster |")
-    s_mine, s_weave = ours["scan"], theirs["scan"]
-    print(
-        f"| full streamed scan, rows/s ({s_mine['rows']:,} rows) | {s_mine['rows_per_s']:,.0f}"
-        f" | {s_weave['rows_per_s']:,.0f} | {s_mine['rows_per_s'] / s_weave['rows_per_s']:.1f}x |"
-    )
-    print(
-        f"| memory growth of the server during the scan, MB | {s_mine['rss_growth_mb']:.0f}"
-        f" | {s_weave['rss_growth_mb']:.0f} | |"
-    )
+    ours = our_side(batches, args.repeats)
+    theirs = None
+    if not args.ours_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "batches.json"
+            data.write_text(json.dumps(batches))
+            del batches
+            result = subprocess.run(
+                [args.weave_python, __file__, "--weave-side", str(data), "--repeats", str(args.repeats)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    print(table(args.calls, ours, theirs))
 
 
 if __name__ == "__main__":

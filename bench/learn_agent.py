@@ -3,6 +3,7 @@ API only; prints held-out success and writes the curve to docs/performance.md ("
 
     python bench/learn_agent.py                 # starts its own server in a temp folder
     python bench/learn_agent.py --url URL --key KEY --rl-steps 40 --no-write
+    python bench/learn_agent.py --smoke         # every step of the run at the smallest size, no write
 
 Per run: upload generated demonstrations (the call, the tool's result, the answer) and run SFT jobs
 until held-out success at T=1 leaves the floor, then RL steps: 8 scenarios x 8 multi-turn episodes
@@ -16,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from learning_runs import start_server, write_section
+from learning_runs import learning_client, write_section
 
 import toolkit as tk
 from toolkit.tasks import lookup
@@ -99,7 +98,8 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     for i in range(args.rl_steps):
         rollout_started = time.perf_counter()
         agent = lookup.agent(client, name(step))
-        groups = agent.gather(lookup.scenarios(8, seed=i), group_size=8, max_concurrency=64, progress=False)
+        scenarios = lookup.scenarios(args.prompts, seed=i)
+        groups = agent.gather(scenarios, group_size=args.group_size, max_concurrency=64, progress=False)
         result.curve.append(mean(rewards(groups)))
         result.rollout_seconds += time.perf_counter() - rollout_started
         job = client.training_jobs.create(
@@ -126,23 +126,25 @@ def report(result: Result, args: argparse.Namespace) -> str:
     start, end = result.eval_curve[0][1], result.eval_curve[-1][1]
     return f"""{SECTION}
 
-Produced by `python bench/learn_agent.py` (2 CPU cores shared with the other work of the machine at
-the time, load {load} at the end; the built-in 1M-parameter model), through the HTTP API and the
-client only. The task is code lookup (`toolkit.tasks.lookup`): the user asks `code kfz`, only the tool
-`get(key)` knows the episode's code, so the model must call it and then answer with its result (two
-assistant turns, both trained); success = the exact code and the end of the turn. Held-out success is
-measured on {args.eval_samples} episodes of keys never trained on, at T=1 (sampled) and greedy.
+Produced by `python bench/learn_agent.py` (2 CPU cores shared with the other work of the machine at the
+time, load {load} at the end; the built-in 1M-parameter model), through the HTTP API and the client only
+(`--smoke` runs each step at the smallest size and writes nothing, tests/bench/test_bench_learning.py).
+The task is code lookup (`toolkit.tasks.lookup`): the user asks `code kfz`, only the tool `get(key)`
+knows the episode's code, so the model must call it and then answer with its result (two assistant
+turns, both trained); success = the exact code and the end of the turn. Held-out success is measured on
+{args.eval_samples} episodes of keys never trained on, at T=1 (sampled) and greedy.
 
 - SFT warm start: {result.sft_batches} batches of {args.sft_batch_size} generated demonstrations at lr
   {args.sft_lr:g} (20 warm-up batches), in jobs of {args.sft_chunk} batches until the held-out
   success at T=1 reached {args.start_success}: {result.sft_seconds:.0f} s of jobs.
 - RL: {steps} steps in {result.rl_seconds:.0f} s ({result.rl_seconds / max(1, steps):.1f} s per step, of which
   {result.rollout_seconds / max(1, steps):.1f} s multi-turn rollouts; held-out evaluations excluded): per
-  step 8 scenarios x 8 episodes at T=1 through `/v1/chat/completions` with `tools`, one RL job
-  (`{json.dumps(result.config)}`).
+  step {args.prompts} scenarios x {args.group_size} episodes at T=1 through `/v1/chat/completions` with
+  `tools`, one RL job (`{json.dumps(result.config)}`).
 - Held-out success at T=1: **{start:.3f} after SFT -> {end:.3f} after RL**.
 - Wall time of the whole run (evaluations included): {result.wall_seconds / 60:.1f} min.
-- Sampled reward of the training episodes (64 per step), means over blocks of 10 steps: {blocks}
+- Sampled reward of the training episodes ({args.prompts * args.group_size} per step), means over blocks
+  of 10 steps: {blocks}
 
 | SFT batches | held-out success (T=1) | greedy |
 |---|---|---|
@@ -164,25 +166,23 @@ def main() -> None:
     parser.add_argument("--sft-max-batches", type=int, default=800)
     parser.add_argument("--start-success", type=float, default=0.2, help="SFT until this held-out success")
     parser.add_argument("--rl-steps", type=int, default=40)
+    parser.add_argument("--prompts", type=int, default=8, help="scenarios per RL step")
+    parser.add_argument("--group-size", type=int, default=8, help="episodes per scenario")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=2048, help="packed_sequence_length")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--smoke", action="store_true", help="1 SFT job of 2 batches, 1 RL step, no write (CI)"
+    )
     args = parser.parse_args()
-    proc = None
-    if args.url:
-        client = tk.Client(args.url, args.key)
-    else:
-        proc, url, key = start_server(Path(tempfile.mkdtemp(prefix="learn-agent-")))
-        client = tk.Client(url, key)
-    try:
+    if args.smoke:  # the start success is out of reach, so SFT runs to its cap
+        args.sft_batch_size, args.sft_chunk, args.sft_max_batches, args.start_success = 8, 2, 2, 2.0
+        args.rl_steps, args.prompts, args.group_size, args.eval_every = 1, 2, 2, 1
+        args.eval_samples, args.no_write = 4, True
+    with learning_client(args.url, args.key, prefix="learn-agent-") as client:
         result = run(client, args)
-    finally:
-        client.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(30)
     text = report(result, args)
     print(text)
     if not args.no_write:

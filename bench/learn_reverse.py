@@ -3,6 +3,7 @@ RL step and writes the curve to docs/performance.md ("Learning task").
 
     python bench/learn_reverse.py                 # starts its own server in a temp folder
     python bench/learn_reverse.py --url URL --key KEY --steps 100 --no-write
+    python bench/learn_reverse.py --smoke         # every step of the run at the smallest size, no write
 
 The recipe is the one measured with a plain PyTorch loop (docs/references.md): SFT at lr 1e-3
 (20 warm-up batches, batch 64) to a checkpoint whose sampled (T=1) reward is still low, then PPO
@@ -14,13 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from learning_runs import start_server, write_section
+from learning_runs import learning_client, write_section
 
 import toolkit as tk
 from toolkit.rollouts import gather
@@ -70,7 +69,7 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     step = sft(batches, [1e-3 * min(1.0, (i + 1) / 20) for i in range(batches)], seed=0)
     sft_seconds = time.perf_counter() - started
     start_reward = evaluate(step)
-    while start_reward < args.start_reward and batches < args.sft_batches + 60:
+    while start_reward < args.start_reward and batches < args.sft_batches + args.sft_extra:
         started = time.perf_counter()
         step = sft(5, [1e-3] * 5, seed=batches)
         sft_seconds += time.perf_counter() - started
@@ -85,11 +84,11 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     started = time.perf_counter()
     for i in range(args.steps):
         step_started = time.perf_counter()
-        words = reverse.sample_words(8, seed=i)
+        words = reverse.sample_words(args.prompts, seed=i)
         groups = gather(
             words,
             reverse.rollout(client, f"{name}:step{step}"),
-            group_size=8,
+            group_size=args.group_size,
             max_concurrency=64,
             max_exceptions=0,
             progress=False,
@@ -126,9 +125,10 @@ def report(result: Result, args: argparse.Namespace) -> str:
 
 Produced by `python bench/learn_reverse.py` (2 CPU cores shared with the other work of the machine at
 the time, load {load}; the built-in 1M-parameter model), through
-the HTTP API and the client only: upload SFT data, SFT job, then per RL step 8 words x 8 samples
-rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), one RL job
-(`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
+the HTTP API and the client only: upload SFT data, SFT job, then per RL step {args.prompts} words x
+{args.group_size} samples rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`),
+one RL job (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
+`--smoke` runs each step at the smallest size and writes nothing (tests/bench/test_bench_learning.py).
 
 - SFT: {result.sft_batches} batches of 64 at lr 1e-3 (20 warm-up batches); after the first job, jobs of 5
   batches until the held-out reward reached {args.start_reward}. {result.sft_seconds:.1f} s of jobs
@@ -137,8 +137,8 @@ rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`), on
 - RL: {steps} steps in {result.rl_seconds:.0f} s, {per_step:.2f} s per step ({rollouts:.2f} s of rollouts, the
   rest the job: packing, gradient steps, checkpoint; held-out evaluations excluded), against 0.43 s
   per step for the plain loop.
-- Sampled reward of the training rollouts (64 per step), means over blocks of 10 steps:
-  {blocks}
+- Sampled reward of the training rollouts ({args.prompts * args.group_size} per step), means over blocks
+  of 10 steps: {blocks}
 - First 10 steps {first:.3f} -> last 10 steps {last:.3f}.
 
 Sampled (T=1) reward on {args.eval_samples} held-out words:
@@ -155,26 +155,22 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--sft-batches", type=int, default=115, help="first SFT job; then 5 more at a time")
+    parser.add_argument("--sft-extra", type=int, default=60, help="at most this many SFT batches more")
     parser.add_argument("--start-reward", type=float, default=0.15, help="SFT until this held-out reward")
+    parser.add_argument("--prompts", type=int, default=8, help="words per RL step")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per word")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=512, help="packed_sequence_length")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="1+5 SFT batches, 1 RL step, no write (CI)")
     args = parser.parse_args()
-    proc = None
-    if args.url:
-        client = tk.Client(args.url, args.key)
-    else:
-        proc, url, key = start_server(Path(tempfile.mkdtemp(prefix="learn-reverse-")))
-        client = tk.Client(url, key)
-    try:
+    if args.smoke:  # the start reward is out of reach, so one more SFT job runs too
+        args.sft_batches, args.sft_extra, args.start_reward, args.no_write = 1, 5, 2.0, True
+        args.steps, args.prompts, args.group_size, args.eval_every, args.eval_samples = 1, 2, 2, 1, 8
+    with learning_client(args.url, args.key, prefix="learn-reverse-") as client:
         result = run(client, args)
-    finally:
-        client.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(30)
     text = report(result, args)
     print(text)
     if not args.no_write:

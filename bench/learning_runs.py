@@ -1,5 +1,6 @@
-"""What the learning benchmarks (learn_reverse.py, learn_agent.py) share: a local server of their own in
-a temporary folder, and their section of docs/performance.md rewritten in place."""
+"""What the learning benchmarks (learn_reverse.py, learn_agent.py) share: a client of a given server or of
+a local server of their own in a temporary folder, and their section of docs/performance.md rewritten
+in place."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import toolkit as tk
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +34,23 @@ def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str, str]:
             time.sleep(0.1)
     proc.kill()
     raise SystemExit("the server did not start")
+
+
+@contextmanager
+def learning_client(url: str | None, key: str | None, prefix: str) -> Iterator[tk.Client]:
+    """A client of the server at ``url``, or of a server of its own in a temporary folder (removed after)."""
+    if url:
+        with tk.Client(url, key) as client:
+            yield client
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        proc, url, key = start_server(Path(folder))
+        try:
+            with tk.Client(url, key) as client:
+                yield client
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 def write_section(section: str, text: str) -> None:

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_script import run_bench, table_rows
 
 
 def test_bench_trajectories_smoke_reports_each_measure() -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_trajectories.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr
-    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.stdout.splitlines()[2:]}
+    rows = {row[0]: row[1] for row in table_rows(run_bench("bench_trajectories.py", "--smoke"))[1:]}
     assert list(rows) == [
         "in-process `/log` store, ms per call, plain JSON insert (before)",
         "in-process `/log` store, ms per call, every trajectory kept (facts)",

@@ -143,12 +143,10 @@ def test_run_compare_takes_jobs_and_refuses_a_single_run(server: Any, runs: Any)
     alone.close()
 
 
-def test_figure_widgets_open_with_their_data_and_layout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A view drawn right after the comm opens shows the figure (plotly's own opens it empty)."""
+@pytest.fixture
+def opened_states(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The state each widget comm opens with, recorded as widgets are created."""
     import ipywidgets.widgets.widget as widget_module
-    import plotly.graph_objects as go
-
-    from toolkit.widgets._common import FigureBox
 
     opened: list[dict[str, Any]] = []
     create = widget_module.comm.create_comm
@@ -158,31 +156,31 @@ def test_figure_widgets_open_with_their_data_and_layout(monkeypatch: pytest.Monk
         return create(**kw)
 
     monkeypatch.setattr(widget_module.comm, "create_comm", spy)
+    return opened
+
+
+def test_figure_widgets_open_with_their_data_and_layout(opened_states: list[dict[str, Any]]) -> None:
+    """A view drawn right after the comm opens shows the figure (plotly's own opens it empty)."""
+    import plotly.graph_objects as go
+
+    from toolkit.widgets._common import FigureBox
+
     box = FigureBox(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"title": {"text": "T"}}))
-    (state,) = [s for s in opened if "_widget_data" in s]
+    (state,) = [s for s in opened_states if "_widget_data" in s]
     assert len(state["_widget_data"]) == 1 and state["_widget_layout"]["title"]["text"] == "T"
     box.close()
 
 
-def test_figure_widgets_share_one_import_of_plotlys_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_figure_widgets_share_one_import_of_plotlys_bundle(opened_states: list[dict[str, Any]]) -> None:
     """Each figure widget's front end is a small module that imports plotly's bundle (sent as the
     ``_bundle`` trait) once per page: importing it per model overran anywidget's 2 s to initialise."""
-    import ipywidgets.widgets.widget as widget_module
     import plotly.graph_objects as go
 
     from toolkit.widgets._common import FigureBox
 
-    opened: list[dict[str, Any]] = []
-    create = widget_module.comm.create_comm
-
-    def spy(**kw: Any) -> Any:
-        opened.append(kw["data"]["state"])
-        return create(**kw)
-
-    monkeypatch.setattr(widget_module.comm, "create_comm", spy)
     box = FigureBox(go.Figure(go.Scatter(y=[1, 2])))
     box.show(go.Figure(go.Bar(y=[3])))
-    states = [s for s in opened if "_widget_data" in s]
+    states = [s for s in opened_states if "_widget_data" in s]
     bundle = str(go.FigureWidget._esm)
     assert len(states) == 2 and len(bundle) > 1_000_000
     for state in states:

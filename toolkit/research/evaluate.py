@@ -11,7 +11,7 @@ carries its step as ``initial_policy_version``/``final_policy_version``.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,21 +119,19 @@ class _Plan:
         n = len(self.scenarios)
         return {step: groups[i * n : (i + 1) * n] for i, step in enumerate(self.steps)}
 
-    def logged_steps(self, log: bool, every_step: bool) -> list[int]:
-        """The steps whose groups go to ``/log``: each one where the deployment files groups at a
-        given step (``every_step``), else the model's current one, if evaluated."""
+    def logged_steps(self, log: bool, extensions: bool) -> dict[int, int | None]:
+        """The steps whose groups go to ``/log``, each with the ``step`` field to send: every step at
+        its own where the deployment takes that field (an extension), else only the model's current
+        step, if evaluated, without it (the hosted API files groups at the current step)."""
         if not log:
-            return []
-        return self.steps if every_step else [s for s in self.steps if s == self.model.latest_step]
+            return {}
+        if extensions:
+            return {s: s for s in self.steps}
+        return {s: None for s in self.steps if s == self.model.latest_step}
 
-    def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: list[int]) -> Evaluation:
+    def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: Collection[int]) -> Evaluation:
         rows = [_summary(step, groups, step in logged) for step, groups in by_step.items()]
         return Evaluation(pd.DataFrame(rows), by_step)
-
-
-def _at(client: Client | AsyncClient, step: int) -> int | None:
-    """The ``step`` field of ``/log``: an extension, left out where the deployment has none."""
-    return step if client.deployment.extensions else None
 
 
 def evaluate(
@@ -173,8 +171,8 @@ def evaluate(
         desc="evaluate",
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
-    for step in logged:
-        client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=_at(client, step))
+    for step, at_step in logged.items():
+        client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=at_step)
     return plan.result(by_step, logged)
 
 
@@ -212,8 +210,6 @@ async def evaluate_async(
         desc="evaluate",
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
-    for step in logged:
-        await client.models.log(
-            model_id, split=split, trajectory_groups=by_step[step], step=_at(client, step)
-        )
+    for step, at_step in logged.items():
+        await client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=at_step)
     return plan.result(by_step, logged)

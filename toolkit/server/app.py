@@ -109,7 +109,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
                 on_checkpoint=external.load_checkpoint if external else None,
             ),
             base_models=base_models_by_name,
-            on_checkpoints_deleted=external.unload if external else None,
+            **({"on_checkpoints_deleted": external.unload} if external else {}),
         ),
         job_worker=job_worker,
         traces=TraceService(settings.data_dir / "traces.db"),

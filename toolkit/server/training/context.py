@@ -23,10 +23,10 @@ class TrainingContext:
     runner: TrainingRunner
     base_models: dict[str, BaseModelSpec]
     # called when checkpoints' weights are deleted: (model id, steps; None: the whole model)
-    on_checkpoints_deleted: Callable[[str, list[int] | None], None] | None = None
+    on_checkpoints_deleted: Callable[[str, list[int] | None], None] = lambda model_id, steps: None
 
     def checkpoints_deleted(self, model_id: str, steps: list[int] | None) -> None:
-        if self.on_checkpoints_deleted is not None and steps != []:
+        if steps != []:
             self.on_checkpoints_deleted(model_id, steps)
 
 

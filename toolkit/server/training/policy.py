@@ -18,13 +18,14 @@ from transformers import PreTrainedModel
 from ...types.training import JobKind, LoRAConfig
 from ..engine.device import Placement
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
+from ..engine.threads import torch_threads
 from . import lora
 from .sequences import ChatFormat
 
 if TYPE_CHECKING:
     from peft import PeftModel
 
-TRAINER_THREADS = 2
+TRAINER_THREADS = torch_threads()
 BETAS: dict[JobKind, tuple[float, float]] = {"rl": (0.9, 0.99), "sft": (0.9, 0.95)}
 
 

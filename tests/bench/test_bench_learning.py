@@ -1,0 +1,53 @@
+"""bench/learn_reverse.py and bench/learn_agent.py run (``--smoke``: each step of the run, smallest size):
+SFT, held-out evaluations, an RL step and the report, without touching docs/performance.md.
+
+learn_reverse.py starts a server of its own (its temporary-folder path); learn_agent.py is pointed at
+the suite's server with a user of its own (its ``--url``/``--key`` path), which saves a server start."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bench_script import ROOT, run_bench, table_rows
+
+if TYPE_CHECKING:
+    from conftest import LocalServer
+
+PERFORMANCE = ROOT / "docs" / "performance.md"
+FIGURE = r"\d+\.\d{3}"
+
+
+def test_learn_reverse_smoke_runs_sft_then_rl_and_reports_without_writing() -> None:
+    before = PERFORMANCE.read_text()
+    out = run_bench("learn_reverse.py", "--smoke")
+    assert PERFORMANCE.read_text() == before
+    assert re.search(r"^SFT: 6 batches of 64 in [\d.]+ s -> step \d+$", out, re.M)  # 1, then a job of 5
+    assert re.findall(rf"^RL step +(\d+): sampled reward {FIGURE}$", out, re.M) == ["1"]
+    report = out[out.index("## Learning task\n") :]
+    assert "per RL step 2 words x\n2 samples" in report and "- RL: 1 steps in " in report
+    assert "Sampled (T=1) reward on 8 held-out words:" in report
+    assert re.search(rf"- First 10 steps {FIGURE} -> last 10 steps {FIGURE}\.", report)
+    header, *rows = table_rows(report)
+    assert header == ["RL step", "reward"]
+    assert [step for step, _ in rows] == ["0", "1"]
+    assert all(re.fullmatch(FIGURE, reward) for _, reward in rows)
+
+
+def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing(server: LocalServer) -> None:
+    before = PERFORMANCE.read_text()
+    key = server.new_user_key("bench-smoke")
+    out = run_bench("learn_agent.py", "--smoke", "--url", server.url, "--key", key)
+    assert PERFORMANCE.read_text() == before
+    sft_line = rf"^SFT (\d+) batches: held-out success {FIGURE} \(greedy {FIGURE}\)$"
+    assert re.findall(sft_line, out, re.M) == ["2"]
+    assert re.findall(rf"^RL step +(\d+): sampled reward {FIGURE}$", out, re.M) == ["1"]
+    report = out[out.index("## Agent learning task\n") :]
+    assert "- SFT warm start: 2 batches of 8 generated demonstrations" in report
+    assert "step 2 scenarios x 2 episodes at T=1" in report
+    assert re.search(rf"- Held-out success at T=1: \*\*{FIGURE} after SFT -> {FIGURE} after RL\*\*", report)
+    sft_header, sft, rl_header, *rl = table_rows(report)
+    assert sft_header == ["SFT batches", "held-out success (T=1)", "greedy"]
+    assert rl_header == ["RL step", "held-out success (T=1)", "greedy"]
+    assert sft[0] == "2" and [row[0] for row in rl] == ["0", "1"]
+    assert all(re.fullmatch(FIGURE, cell) for row in [sft, *rl] for cell in row[1:])

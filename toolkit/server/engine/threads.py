@@ -1,0 +1,21 @@
+"""How many torch intra-op threads the engine and the trainer each use."""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_THREADS = 2
+
+
+def torch_threads() -> int:
+    """``$TOOLKIT_TORCH_THREADS``, else 2: each of the engine's scheduler thread and the training job
+    worker runs torch on this many threads. Two suit the tiny built-in model on the 2-core machines
+    the toolkit targets; set 1 when several servers share the cores (the test suite's two workers
+    do), since torch's threads spin while they wait and two processes of two threads on two cores
+    slow each other several-fold."""
+    raw = os.environ.get("TOOLKIT_TORCH_THREADS", "").strip()
+    if not raw:
+        return DEFAULT_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"TOOLKIT_TORCH_THREADS must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
