@@ -138,6 +138,22 @@ def test_evaluate_runs_every_checkpoint_and_logs_each_at_its_step(logged: Logged
     assert list(result.figure().data[0].y) == list(frame["score_mean"])
 
 
+def test_evaluate_on_the_hosted_api_takes_the_model_and_logs_only_the_newest_step(
+    server: LocalServer, logged: Logged
+) -> None:
+    """The hosted API has no ``models.retrieve`` and no ``/log`` step: given the ``Model`` (as
+    ``models.create`` returned it, ``latest_step`` 0 by now stale), the newest checkpoint's groups
+    are logged and the older step's only scored."""
+    stale = logged.trained.model_copy(update={"latest_step": 0})
+    with tk.Client(server.url, server.key, deployment="wandb") as hosted:
+        assert not hosted.deployment.extensions
+        result = research.evaluate(
+            hosted, stale, ["cat"], reverse.rollout, steps=[0, 1], split="val-hosted", progress=False
+        )
+    assert list(result.frame["logged"]) == [False, True]
+    assert [r.step for r in logged.client.models.trajectories(stale.id, split="val-hosted")] == [1]
+
+
 def test_evaluate_with_your_prompts_and_scorer(logged: Logged) -> None:
     def scorer(t: Trajectory) -> float:
         return 1.0 if t.choices()[-1].finish_reason == "length" else 0.5

@@ -94,14 +94,18 @@ class _Plan:
     (carried out by :func:`evaluate` with threads and :func:`evaluate_async` with asyncio)."""
 
     model: Model
+    latest: int  # the model's newest checkpoint, where the hosted API files logged groups
     steps: list[int]
     scenarios: Sequence[Any]
 
     @classmethod
-    def of(cls, model: Model, steps: Sequence[int], scenarios: Sequence[Any]) -> _Plan:
+    def of(
+        cls, model: Model, checkpoints: Sequence[int], steps: Sequence[int] | None, scenarios: Sequence[Any]
+    ) -> _Plan:
+        steps = checkpoints if steps is None else steps
         if not steps or not scenarios:
             raise ValueError("nothing to evaluate: give at least one step and one scenario")
-        return cls(model, sorted(set(steps)), scenarios)
+        return cls(model, max(checkpoints, default=0), sorted(set(steps)), scenarios)
 
     def names(self) -> dict[int, str]:
         return {step: checkpoint_name(self.model, step) for step in self.steps}
@@ -127,7 +131,7 @@ class _Plan:
             return {}
         if extensions:
             return {s: s for s in self.steps}
-        return {s: None for s in self.steps if s == self.model.latest_step}
+        return {s: None for s in self.steps if s == self.latest}
 
     def result(self, by_step: dict[int, list[TrajectoryGroup]], logged: Collection[int]) -> Evaluation:
         rows = [_summary(step, groups, step in logged) for step, groups in by_step.items()]
@@ -136,7 +140,7 @@ class _Plan:
 
 def evaluate(
     client: Client,
-    model_id: str,
+    model: Model | str,
     scenarios: Sequence[Any],
     task: Task,
     *,
@@ -147,16 +151,18 @@ def evaluate(
     split: str = "val",
     progress: bool = True,
 ) -> Evaluation:
-    """Run ``scenarios`` (``group_size`` rollouts each) against the checkpoints at ``steps`` (default:
-    every checkpoint), all at once on up to ``max_concurrency`` threads, and score them.
+    """Run ``scenarios`` (``group_size`` rollouts each) against ``model``'s checkpoints at ``steps``
+    (default: every checkpoint), all at once on up to ``max_concurrency`` threads, and score them.
+    ``model`` is a :class:`Model` or its id (read back with ``models.retrieve``, which only the local
+    server has: on the hosted API pass the ``Model`` that ``models.create`` returned).
 
     With ``log``, each step's groups are logged as ``split`` at that step (``models.log(step=...)``,
     an extension); on a deployment without extensions (the hosted API files groups at the current
     step only) only the current step's are, and older steps' scores stay in the result."""
-    model = client.models.retrieve(model_id)
-    if steps is None:
-        steps = [c.step for c in client.models.checkpoints.list(model_id)]
-    plan = _Plan.of(model, steps, scenarios)
+    if isinstance(model, str):
+        model = client.models.retrieve(model)
+    checkpoints = [c.step for c in client.models.checkpoints.list(model.id)]
+    plan = _Plan.of(model, checkpoints, steps, scenarios)
     runs = {step: task(client, name) for step, name in plan.names().items()}
 
     def run(item: tuple[int, Any]) -> TrajectoryLike:
@@ -172,13 +178,13 @@ def evaluate(
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
     for step, at_step in logged.items():
-        client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=at_step)
+        client.models.log(model.id, split=split, trajectory_groups=by_step[step], step=at_step)
     return plan.result(by_step, logged)
 
 
 async def evaluate_async(
     client: AsyncClient,
-    model_id: str,
+    model: Model | str,
     scenarios: Sequence[Any],
     task: AsyncTask,
     *,
@@ -192,10 +198,10 @@ async def evaluate_async(
     """:func:`evaluate` on an :class:`~toolkit.AsyncClient`, with an async task
     (``reverse.async_rollout``, ``lambda c, m: AsyncAgent(c, m, ...).rollout``); rollouts run on
     asyncio, up to ``max_concurrency`` at once."""
-    model = await client.models.retrieve(model_id)
-    if steps is None:
-        steps = [c.step async for c in client.models.checkpoints.list(model_id)]
-    plan = _Plan.of(model, steps, scenarios)
+    if isinstance(model, str):
+        model = await client.models.retrieve(model)
+    checkpoints = [c.step async for c in client.models.checkpoints.list(model.id)]
+    plan = _Plan.of(model, checkpoints, steps, scenarios)
     runs = {step: task(client, name) for step, name in plan.names().items()}
 
     async def run(item: tuple[int, Any]) -> TrajectoryLike:
@@ -211,5 +217,5 @@ async def evaluate_async(
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
     for step, at_step in logged.items():
-        await client.models.log(model_id, split=split, trajectory_groups=by_step[step], step=at_step)
+        await client.models.log(model.id, split=split, trajectory_groups=by_step[step], step=at_step)
     return plan.result(by_step, logged)

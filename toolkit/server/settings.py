@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engine.engine import LORA_BYTES
+from .engine.resources import LORA_BYTES
 from .engine.sources import AdapterSource, BaseSource
 
 DEFAULT_PORT = 8321

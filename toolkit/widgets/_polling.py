@@ -27,10 +27,13 @@ class JobEvents:
 
     def fetch(self) -> list[TrainingJobEvent]:
         """The new events (the job first: once it is terminal, the events read after it include the
-        terminal event)."""
+        terminal event; a job that ended between the two reads is read again, so that its status
+        never lags its events)."""
         job = self.client.training_jobs.retrieve(self.job_id)
         after = self.events[-1].id if self.events else None
         new = list(self.client.training_jobs.events.list(self.job_id, after=after, limit=100))
+        if new and new[-1].type in TERMINAL_EVENTS and job.status not in TERMINAL_STATUSES:
+            job = self.client.training_jobs.retrieve(self.job_id)
         self.job = job
         self.events.extend(new)
         return new

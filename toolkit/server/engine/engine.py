@@ -29,16 +29,14 @@ from .events import Delta, Event, Failed, Finished, PromptLogprob, Started
 from .model import BaseModelSpec
 from .prefix_cache import BLOCK, PrefixCache, block_keys
 from .request import Request
+from .resources import LORA_BYTES, torch_threads
 from .running import Batch, Sequence
 from .sampling import StepResult, sample
 from .structured import Compiler
-from .threads import torch_threads
 from .weights import Route, WeightsPool
 
 log = logging.getLogger("toolkit.engine")
 ENGINE_THREADS = torch_threads()
-LORA_BYTES = 1 << 30
-"""Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class Engine:
     (:meth:`start`), never at import or construction. torch keeps that count per calling thread (and
     takes the latest one as the default of threads that have not run an op yet), so the training
     job worker, which sets its own count when a job starts, is unaffected by the engine's choice.
-    The default, ``ENGINE_THREADS`` (``$TOOLKIT_TORCH_THREADS``, else 2; see :mod:`.threads`),
+    The default, ``ENGINE_THREADS`` (``$TOOLKIT_TORCH_THREADS``, else 2; see :mod:`.resources`),
     suits the tiny built-in model (more threads only add overhead) and the 2-core machines the
     toolkit targets: while a job trains and the engine decodes, each keeps two threads and the OS
     shares the cores, rather than one starving the other.

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .device import Placement
-from .engine import ENGINE_THREADS, LORA_BYTES, Engine, EngineStatus
+from .engine import ENGINE_THREADS, Engine, EngineStatus
 from .model import BaseModelSpec
 from .request import Weights
+from .resources import LORA_BYTES
 from .sources import AdapterSource, BaseModelError
 
 

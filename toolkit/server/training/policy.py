@@ -18,7 +18,7 @@ from transformers import PreTrainedModel
 from ...types.training import JobKind, LoRAConfig
 from ..engine.device import Placement
 from ..engine.model import WEIGHTS_FILE, BaseModelSpec, load_model, save_weights
-from ..engine.threads import torch_threads
+from ..engine.resources import torch_threads
 from . import lora
 from .sequences import ChatFormat
 

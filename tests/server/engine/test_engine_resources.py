@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.server.engine.threads import DEFAULT_THREADS, torch_threads
+from toolkit.server.engine.resources import DEFAULT_THREADS, torch_threads
 
 
 def test_unset_or_blank_gives_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

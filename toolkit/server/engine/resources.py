@@ -1,10 +1,14 @@
-"""How many torch intra-op threads the engine and the trainer each use."""
+"""How much of the machine the engine and the trainer take: torch threads and resident LoRA bytes.
+
+No torch import here: the settings (and ``toolkit keys create``) read these defaults cheaply."""
 
 from __future__ import annotations
 
 import os
 
 DEFAULT_THREADS = 2
+LORA_BYTES = 1 << 30
+"""Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
 
 
 def torch_threads() -> int:
