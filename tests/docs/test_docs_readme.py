@@ -79,7 +79,11 @@ def test_the_readme_quotes_the_built_in_models_greeting_and_says_a_task_needs_a_
     assert quoted, "the intro quotes the built-in model's answer to hello"
     body = http.post(
         "/v1/chat/completions",
-        json={"model": "toolkit/tiny-chat-1m", "messages": [{"role": "user", "content": "hello"}], "temperature": 0},
+        json={
+            "model": "toolkit/tiny-chat-1m",
+            "messages": [{"role": "user", "content": "hello"}],
+            "temperature": 0,
+        },
     ).json()
     assert body["choices"][0]["message"]["content"] == quoted.group(1)
     assert "SFT warm start" in intro and "toolkit/tiny-random-1m" in intro

@@ -43,7 +43,7 @@ def test_how_a_model_trains_is_chosen_at_creation(server: LocalServer) -> None:
     suffix = uuid.uuid4().hex[:8]
     with server.http() as http:
         builtin = create(http, f"default-{suffix}").json()
-        assert (builtin["full_finetuning"], builtin["lora_config"]) == (True, None)  # the tiny built-in model: full FT
+        assert (builtin["full_finetuning"], builtin["lora_config"]) == (True, None)  # tiny built-in: full FT
         lora = create(http, f"lora-{suffix}", full_finetuning=False).json()
         assert (lora["full_finetuning"], lora["lora_config"]) == (False, ART_DEFAULTS)
         small = {"rank": 4, "target_modules": ["q_proj"]}
