@@ -125,6 +125,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def random_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """A server of the random-init built-in model only, for tests of the sampling and decoding
+    machinery that need its spread-out distributions (the pre-trained default is peaked)."""
+    args = ("--base-model", "toolkit/tiny-random-1m")
+    srv = LocalServer(tmp_path_factory.mktemp("random"), extra_args=args).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def random_http(random_server: LocalServer) -> Iterator[httpx.Client]:
+    with random_server.http() as client:
+        yield client
+
+
 @pytest.fixture
 def fresh_server(tmp_path: Path) -> Iterator[LocalServer]:
     """A server of its own, for tests that restart or kill it."""

@@ -1,5 +1,5 @@
 """The README tells the truth: its "Your own task" example runs as written against a local server,
-and its table of ``groups_frame`` columns is the frame's."""
+its table of ``groups_frame`` columns is the frame's, and its intro quotes the built-in model."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import toolkit as tk
@@ -70,6 +71,19 @@ def test_the_groups_frame_columns_are_the_documented_ones() -> None:
     assert documented == [*tk.frames.TRAJECTORY_COLUMNS, "metric/<key>", "meta/<key>"]
 
 
-def test_the_readme_says_the_built_in_model_starts_from_random_weights() -> None:
+def test_the_readme_quotes_the_built_in_models_greeting_and_says_a_task_needs_a_warm_start(
+    http: httpx.Client,
+) -> None:
     intro = README.read_text().split("\n## ")[0]
-    assert "starts from random weights" in intro and "SFT warm start" in intro
+    quoted = re.search(r"\(`hello` → `([^`]+)`\)", intro)
+    assert quoted, "the intro quotes the built-in model's answer to hello"
+    body = http.post(
+        "/v1/chat/completions",
+        json={
+            "model": "toolkit/tiny-chat-1m",
+            "messages": [{"role": "user", "content": "hello"}],
+            "temperature": 0,
+        },
+    ).json()
+    assert body["choices"][0]["message"]["content"] == quoted.group(1)
+    assert "SFT warm start" in intro and "toolkit/tiny-random-1m" in intro

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base model (toolkit.server.engine.model)
+BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base models (toolkit.server.engine.model)
+RANDOM_NAME = "toolkit/tiny-random-1m"
 MAX_MODEL_LEN = 1024
 
 CHECK_KEYS = {"success", "duration_ms", "error"}
@@ -45,13 +46,11 @@ def test_health(http: httpx.Client) -> None:
     assert r.status_code == 200
     body = r.json()
     assert (body["status"], body["version"]) == ("ok", "0.1.0")
-    [base] = body["models"]  # the built-in model, on the CPU (its memory: tests/server/engine)
-    assert (base["name"], base["source"], base["device"], base["dtype"]) == (
-        BUILTIN_NAME,
-        BUILTIN_NAME,
-        "cpu",
-        "float32",
-    )
+    # both built-in models, the pre-trained default first, on the CPU (memory: tests/server/engine)
+    assert [(b["name"], b["source"], b["device"], b["dtype"]) for b in body["models"]] == [
+        (BUILTIN_NAME, BUILTIN_NAME, "cpu", "float32"),
+        (RANDOM_NAME, RANDOM_NAME, "cpu", "float32"),
+    ]
 
 
 def test_system_check_shape(http: httpx.Client) -> None:

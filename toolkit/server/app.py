@@ -21,7 +21,7 @@ from .chat import routes as chat
 from .chat.context import ChatContext
 from .chat.external import ExternalInference, inference_url
 from .engine.device import pick_placement
-from .engine.model import BaseModelSpec, base_spec, ensure_builtin
+from .engine.model import BUILTIN_NAMES, BaseModelSpec, base_spec, builtin_spec
 from .engine.served import ServedModels
 from .errors import install_handlers
 from .settings import Settings
@@ -49,11 +49,17 @@ LOCAL_USER = "local"
 
 def base_models(settings: Settings) -> list[BaseModelSpec]:
     """The specs of the served base models (hub ids found in the cache or downloaded; nothing is
-    loaded yet): ``--base-model`` values, else the built-in model. A ``BaseModelError`` says why one
-    cannot be served."""
+    loaded yet): ``--base-model`` values (a built-in name among them is that built-in model), else
+    both built-in models, the pre-trained default first. A ``BaseModelError`` says why one cannot be
+    served."""
     if not settings.base_models:
-        return [ensure_builtin(settings.data_dir)]
-    return [base_spec(source) for source in settings.base_models]
+        return [builtin_spec(settings.data_dir, name) for name in BUILTIN_NAMES]
+    return [
+        builtin_spec(settings.data_dir, source.source)
+        if source.source in BUILTIN_NAMES and not source.names
+        else base_spec(source)
+        for source in settings.base_models
+    ]
 
 
 def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) -> Services:

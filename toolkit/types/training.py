@@ -50,7 +50,7 @@ class LoRAConfig(WireModel):
 class ModelCreate(WireModel):
     """Body of ``POST /v1/preview/models`` (what ART sends). ``lora_config`` and ``full_finetuning``
     are extensions: how the model trains (default: a LoRA adapter with ART's settings, or full
-    fine-tuning for the built-in random-init model; docs/training.md "LoRA")."""
+    fine-tuning for the tiny built-in models; docs/training.md "LoRA")."""
 
     entity: NamePart | None = None
     project: NamePart

@@ -12,15 +12,22 @@ import pytest
 from chat_helpers import USER, chat, next_token_logprobs, text
 from transformers import PreTrainedModel
 
-from toolkit.server.engine.model import ensure_builtin, load_model
+from conftest import LocalServer
+from toolkit.server.engine.model import RANDOM_NAME, builtin_spec, load_model
 
 AS_IDS = {"return_token_ids": True, "return_tokens_as_token_ids": True}
 
 
 @pytest.fixture(scope="module")
+def server(random_server: LocalServer) -> LocalServer:
+    """The random-init model's server: its flat distributions sample outside the top-k often."""
+    return random_server
+
+
+@pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> PreTrainedModel:
     """The served base model (built from the same seed), loaded here to check log-probabilities."""
-    return load_model(ensure_builtin(tmp_path_factory.mktemp("base")))
+    return load_model(builtin_spec(tmp_path_factory.mktemp("base"), RANDOM_NAME))
 
 
 def token_id(entry: dict[str, Any]) -> int:

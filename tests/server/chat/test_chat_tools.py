@@ -19,7 +19,7 @@ from conftest import LocalServer
 from toolkit.server.chat.tool_calls import parse_tool_calls
 from toolkit.server.chat.tools import FLAT_OBJECT
 from toolkit.server.engine.codec import Codec
-from toolkit.server.engine.model import BUILTIN_NAME
+from toolkit.server.engine.model import RANDOM_NAME
 from toolkit.server.engine.tokenizer import byte_tokenizer
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]
@@ -50,13 +50,20 @@ CODEC = Codec(byte_tokenizer())
 
 
 @pytest.fixture(scope="module")
+def server(random_server: LocalServer) -> LocalServer:
+    """The random-init model's server: the checks of the decoding need its spread-out choices
+    (parallel calls, different tools across ``n``); the pre-trained model's are peaked."""
+    return random_server
+
+
+@pytest.fixture(scope="module")
 def client(server: LocalServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.key, max_retries=0) as c:
         yield c
 
 
 def create(client: openai.OpenAI, **kwargs: Any) -> ChatCompletion:
-    body = {"model": BUILTIN_NAME, "messages": USER, "tools": TOOLS, "max_tokens": 400}
+    body = {"model": RANDOM_NAME, "messages": USER, "tools": TOOLS, "max_tokens": 400}
     body |= {"logit_bias": SHORT_STRINGS, **kwargs}
     return client.chat.completions.create(**body)  # type: ignore[no-any-return]
 
@@ -116,7 +123,7 @@ def test_a_named_choice_calls_that_function_and_stops(client: openai.OpenAI) -> 
 def test_the_sdk_stream_reassembles_the_same_calls(
     client: openai.OpenAI, tool_choice: Any, finish_reason: str
 ) -> None:
-    kwargs: dict[str, Any] = {"model": BUILTIN_NAME, "messages": USER, "tools": TOOLS, "max_tokens": 400}
+    kwargs: dict[str, Any] = {"model": RANDOM_NAME, "messages": USER, "tools": TOOLS, "max_tokens": 400}
     kwargs |= {"tool_choice": tool_choice, "n": 3, "seed": 5, "logit_bias": SHORT_STRINGS}
     whole = client.chat.completions.create(**kwargs)
     with client.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as stream:

@@ -43,7 +43,7 @@ def test_how_a_model_trains_is_chosen_at_creation(server: LocalServer) -> None:
     suffix = uuid.uuid4().hex[:8]
     with server.http() as http:
         builtin = create(http, f"default-{suffix}").json()
-        assert (builtin["full_finetuning"], builtin["lora_config"]) == (True, None)  # random init: full FT
+        assert (builtin["full_finetuning"], builtin["lora_config"]) == (True, None)  # tiny built-in: full FT
         lora = create(http, f"lora-{suffix}", full_finetuning=False).json()
         assert (lora["full_finetuning"], lora["lora_config"]) == (False, ART_DEFAULTS)
         small = {"rank": 4, "target_modules": ["q_proj"]}
@@ -174,7 +174,10 @@ def test_rl_on_an_adapter_and_an_adapter_as_kl_reference(server: LocalServer) ->
     )
     assert job.wait(progress=False).step == 1
     after = {a: answer_logprob(client, served(model, 1), "cat", a) for a in ("tac", "xyz")}
-    assert after["tac"] > before["tac"] + 0.1 and after["xyz"] < before["xyz"] - 0.1
+    # to first order a policy-gradient step widens the gap by |g_tac - g_xyz|^2 >= 0; each alone may
+    # move either way on the pre-trained model, whose two answers share the turn's format
+    assert after["tac"] - after["xyz"] > before["tac"] - before["xyz"] + 0.1
+    assert after["tac"] > before["tac"] + 0.1
     warnings = next(e for e in client.training_jobs.events.list(job.id) if e.type == "training_started")
     assert "LoRA adapter on toolkit/tiny-chat-1m" in warnings.data["warnings"][0]  # 1e-2 > 1e-3
     assert adapter_config(server.data_dir / "checkpoints" / model.id / "step1")["r"] == 8

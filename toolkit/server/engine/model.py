@@ -1,13 +1,17 @@
-"""The served base models: the built-in tiny model, or Hugging Face causal-LM folders (a folder on
+"""The served base models: the built-in tiny models, or Hugging Face causal-LM folders (a folder on
 disk or a hub id's cached snapshot, :mod:`.sources`).
 
-The built-in model is a Llama config small enough to train on 2 CPU cores, initialised from a fixed
-seed so that it is identical on every machine; its weights are written once to the data folder.
+The built-in models are a Llama config small enough to train on 2 CPU cores, with a byte-level
+tokenizer: ``toolkit/tiny-chat-1m`` (the default) is pre-trained on the project's synthetic chat data by
+``scripts/train_builtin_model.py`` and its weights ship with the package; ``toolkit/tiny-random-1m`` is
+the same architecture initialised from a fixed seed, identical on every machine. Either is written
+once to the data folder (and rewritten when the package ships other weights).
 A spec describes a base without loading it: weights are loaded on first use (:func:`load_model`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +29,9 @@ from .sources import BaseModelError, BaseSource, resolve_folder
 from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"
+RANDOM_NAME = "toolkit/tiny-random-1m"
+BUILTIN_NAMES = (BUILTIN_NAME, RANDOM_NAME)
+BUILTIN_WEIGHTS = Path(__file__).with_name("tiny-chat-1m.safetensors")  # the pre-trained weights
 WEIGHTS_FILE = "model.safetensors"
 WEIGHT_FILES = (
     WEIGHTS_FILE,
@@ -87,30 +94,47 @@ class BaseModelSpec:
 
 
 def ensure_builtin(data_dir: Path) -> BaseModelSpec:
-    """Write the built-in model to ``data_dir/base/`` on first use; return its spec."""
-    folder = data_dir / "base" / BUILTIN_NAME.replace("/", "--")
-    if not (folder / WEIGHTS_FILE).exists():
+    """The default built-in model (pre-trained), written to ``data_dir/base/`` on first use."""
+    return builtin_spec(data_dir, BUILTIN_NAME)
+
+
+def _builtin_stamp(name: str) -> str:
+    """What the folder's weights were made from: the shipped file's digest, or the random seed."""
+    if name == RANDOM_NAME:
+        return "random-init seed 0"
+    return "sha256 " + hashlib.sha256(BUILTIN_WEIGHTS.read_bytes()).hexdigest()
+
+
+def builtin_spec(data_dir: Path, name: str = BUILTIN_NAME) -> BaseModelSpec:
+    """A built-in model (one of :data:`BUILTIN_NAMES`), written to ``data_dir/base/`` on first use."""
+    folder = data_dir / "base" / name.replace("/", "--")
+    stamp = _builtin_stamp(name)
+    stamp_file = folder / "weights-source.txt"
+    if not stamp_file.exists() or stamp_file.read_text() != stamp:
         tmp = Path(tempfile.mkdtemp(dir=data_dir, prefix=".base-"))
         config = tiny_config()
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(config)
         config.save_pretrained(tmp)
-        save_weights(model, tmp / WEIGHTS_FILE)
+        if name == RANDOM_NAME:
+            torch.manual_seed(0)
+            save_weights(LlamaForCausalLM(config), tmp / WEIGHTS_FILE)
+        else:
+            shutil.copyfile(BUILTIN_WEIGHTS, tmp / WEIGHTS_FILE)
         byte_tokenizer().save(str(tmp / "tokenizer.json"))
         (tmp / "chat_template.jinja").write_text(CHATML_TEMPLATE)
+        (tmp / "weights-source.txt").write_text(stamp)
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
     ids = {token: i for i, token in enumerate(SPECIAL_TOKENS, start=256)}
     return BaseModelSpec(
-        name=BUILTIN_NAME,
+        name=name,
         folder=folder,
         chat_template=CHATML_TEMPLATE,
         eos_token_ids=[ids[IM_END], ids[EOS]],
         pad_token_id=ids[PAD],
         max_model_len=MAX_MODEL_LEN,
         vocab_size=tiny_config().vocab_size,
-        source=BUILTIN_NAME,
+        source=name,
     )
 
 

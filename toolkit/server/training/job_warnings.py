@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..engine.model import BUILTIN_NAME
+from ..engine.model import BUILTIN_NAMES
 
 BUILTIN_RL_STABLE = "1e-4 to 2e-4"
 BUILTIN_RL_HARMFUL = 3e-4  # and above: the built-in model collapsed
@@ -42,7 +42,7 @@ def rl_learning_rate(base_model: str, learning_rate: float, *, lora: bool) -> li
             f" for RL with a LoRA adapter on {base_model}: {LORA_RL_USUAL} is usual (ART's default is"
             f" 5e-6). Use {LORA_RL_USUAL}."
         ]
-    if base_model == BUILTIN_NAME:
+    if base_model in BUILTIN_NAMES:
         if learning_rate < BUILTIN_RL_HARMFUL:
             return []
         return [

@@ -17,7 +17,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from ...types.training import LoRAConfig, ModelCreate
 from ..engine.lora import ADAPTER_CONFIG
-from ..engine.model import BUILTIN_NAME
+from ..engine.model import BUILTIN_NAMES
 
 if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel
@@ -27,13 +27,13 @@ ADAPTER_SEED = 0  # a fresh adapter's A matrices are the same on every machine a
 
 def settings_for(req: ModelCreate) -> LoRAConfig | None:
     """How a new model trains: the given ``lora_config``; full fine-tuning when asked; else a LoRA
-    adapter with ART's defaults, except on the built-in model, which is fully fine-tuned by default
-    (it starts from random weights, which a low-rank adapter cannot move far enough: docs/training.md)."""
+    adapter with ART's defaults, except on the built-in models, which are fully fine-tuned by default
+    (a million parameters leave a low-rank adapter too little to move: docs/training.md)."""
     if req.full_finetuning:
         return None
     if req.lora_config is not None:
         return req.lora_config
-    if req.full_finetuning is None and req.base_model == BUILTIN_NAME:
+    if req.full_finetuning is None and req.base_model in BUILTIN_NAMES:
         return None
     return LoRAConfig()
 

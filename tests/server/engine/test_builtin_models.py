@@ -1,0 +1,66 @@
+"""The two built-in models: the pre-trained default (weights shipped with the package) and the
+random-init one, written to the data folder once and rewritten when the shipped weights change."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import torch
+from safetensors.torch import load_file
+from transformers import LlamaForCausalLM
+
+from toolkit.server.engine.model import (
+    BUILTIN_NAME,
+    BUILTIN_WEIGHTS,
+    RANDOM_NAME,
+    WEIGHTS_FILE,
+    builtin_spec,
+    tiny_config,
+)
+
+
+def test_the_default_built_in_model_has_the_shipped_weights(tmp_path: Path) -> None:
+    spec = builtin_spec(tmp_path, BUILTIN_NAME)
+    assert spec.name == BUILTIN_NAME
+    assert (spec.folder / WEIGHTS_FILE).read_bytes() == BUILTIN_WEIGHTS.read_bytes()
+
+
+def test_the_random_built_in_model_is_the_seeded_initialisation(tmp_path: Path) -> None:
+    spec = builtin_spec(tmp_path, RANDOM_NAME)
+    torch.manual_seed(0)
+    expected = LlamaForCausalLM(tiny_config()).state_dict()
+    written = load_file(spec.folder / WEIGHTS_FILE)
+    assert written and all(torch.equal(tensor, expected[name]) for name, tensor in written.items())
+    shipped = load_file(BUILTIN_WEIGHTS)
+    assert not torch.equal(shipped["model.embed_tokens.weight"], written["model.embed_tokens.weight"])
+
+
+def test_a_data_folder_from_other_weights_is_rewritten(tmp_path: Path) -> None:
+    spec = builtin_spec(tmp_path, BUILTIN_NAME)
+    (spec.folder / WEIGHTS_FILE).write_bytes(b"stale")
+    (spec.folder / "weights-source.txt").write_text("random-init seed 0")  # an older package's folder
+    builtin_spec(tmp_path, BUILTIN_NAME)
+    assert (spec.folder / WEIGHTS_FILE).read_bytes() == BUILTIN_WEIGHTS.read_bytes()
+
+
+def test_the_default_model_answers_in_words(http: httpx.Client) -> None:
+    """Notebook 01's first chat: the pre-trained model greets back in readable words and ends its turn."""
+    body = http.post(
+        "/v1/chat/completions",
+        json={"model": BUILTIN_NAME, "messages": [{"role": "user", "content": "hello"}], "temperature": 0},
+    ).json()
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert re.fullmatch(r"[A-Z][A-Za-z ,.'!?-]{4,}", choice["message"]["content"]), choice
+
+
+def test_the_random_model_is_served_by_name(random_http: httpx.Client) -> None:
+    served = [m["id"] for m in random_http.get("/v1/models").json()["data"]]
+    assert served == [RANDOM_NAME]
+    body = random_http.post(
+        "/v1/chat/completions",
+        json={"model": RANDOM_NAME, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8},
+    ).json()
+    assert body["usage"]["completion_tokens"] >= 1
