@@ -86,7 +86,7 @@ NAMES = ["ana", "bob", "eve", "li", "omar", "sam", "zoe", "raj", "kim", "max", "
 WEATHER = ["sunny", "rainy", "cloudy", "windy", "snowy", "foggy"]
 
 
-def _word(rng: random.Random, low: int, high: int) -> str:
+def random_word(rng: random.Random, low: int, high: int) -> str:
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(low, high)))
 
 
@@ -117,7 +117,7 @@ def fact(rng: random.Random) -> Conversation:
 
 
 def text_skill(rng: random.Random) -> Conversation:
-    word = _word(rng, 3, 8)
+    word = random_word(rng, 3, 8)
     kind = rng.randrange(6)
     if kind == 0:
         return _chat(f"repeat {word}", word)
@@ -129,7 +129,7 @@ def text_skill(rng: random.Random) -> Conversation:
         return _chat(f"upper case {word}", word.upper())
     if kind == 4:
         return _chat(f"how many letters in {word}?", str(len(word)))
-    word = _word(rng, 4, 7)  # three-letter reversal is the shipped task, left to learn
+    word = random_word(rng, 4, 7)  # three-letter reversal is the shipped task, left to learn
     return _chat(f"reverse the word {word}", word[::-1])
 
 
@@ -157,6 +157,18 @@ TOOLS = {
 }
 
 
+def tool_exchange(
+    tool: str, question: str, arguments: dict[str, Any], result: str, call_id: str = "call_0"
+) -> list[dict[str, Any]]:
+    """The question, the assistant's call of ``tool`` and the tool's result (the answer comes next)."""
+    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
 def _tool_use(
     rng: random.Random, tool: str, question: str, arguments: dict[str, Any], result: str, answer: str
 ) -> Conversation:
@@ -164,14 +176,8 @@ def _tool_use(
     others = [t for t in TOOLS if t != tool]
     listed = [TOOLS[tool], *(TOOLS[t] for t in rng.sample(others, rng.randint(0, 2)))]
     rng.shuffle(listed)
-    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": result},
-        {"role": "assistant", "content": answer},
-    ]
-    return messages, listed
+    exchange = tool_exchange(tool, question, arguments, result, call_id)
+    return [*exchange, {"role": "assistant", "content": answer}], listed
 
 
 def tool_use(rng: random.Random) -> Conversation:
@@ -188,7 +194,7 @@ def tool_use(rng: random.Random) -> Conversation:
     if kind == 2:
         a, b = rng.randrange(100), rng.randrange(100)
         return _tool_use(rng, "add", f"add {a} and {b}", {"a": a, "b": b}, str(a + b), str(a + b))
-    name = rng.choice(NAMES) if rng.random() < 0.5 else _word(rng, 2, 5)
+    name = rng.choice(NAMES) if rng.random() < 0.5 else random_word(rng, 2, 5)
     if kind == 3:
         number = f"555-{rng.randrange(10000):04d}"
         return _tool_use(rng, "phone", f"phone of {name}", {"name": name}, number, number)

@@ -76,6 +76,23 @@ def greedy(model: torch.nn.Module, fmt: ChatFormat, messages: list[dict], tools:
     return fmt.codec.decode(out)
 
 
+def copy_skills(model: torch.nn.Module, fmt: ChatFormat, n: int = 20) -> dict[str, float]:
+    """Greedy exact-match rates of the copying the data teaches, on fresh random words: repeat a word,
+    copy a word into a tool call's argument, answer with a tool's result."""
+    rng = random.Random(1234)
+    words = [data.random_word(rng, 3, 5) for _ in range(n)]
+    pin = [data.TOOLS["pin"]]
+    repeat = sum(greedy(model, fmt, [{"role": "user", "content": f"repeat {w}"}], None) == w for w in words)
+    calls = [greedy(model, fmt, [{"role": "user", "content": f"pin {w}"}], pin) for w in words]
+    argument = sum(f'"arguments": {{"user": "{w}"}}' in call for w, call in zip(words, calls, strict=True))
+    codes = [f"{rng.randrange(10000):04d}" for _ in range(n)]
+    result = sum(
+        greedy(model, fmt, data.tool_exchange("pin", f"pin {w}", {"user": w}, code)[:3], pin) == code
+        for w, code in zip(words, codes, strict=True)
+    )
+    return {"repeat": repeat / n, "call argument": argument / n, "tool result": result / n}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1500)
@@ -113,6 +130,9 @@ def main() -> None:
         if step % 250 == 0 or step == args.steps:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             save_weights(model, args.out)
+            model.eval()
+            print(f"  copy skills (greedy, fresh words): {copy_skills(model, fmt)}", flush=True)
+            model.train()
     model.eval()
     for question, tools in [
         ("hello", None),

@@ -299,12 +299,17 @@ class LogResponse(WireModel):
 # ----------------------------------------------------------------------------- training jobs
 
 
+MAX_NUM_ITERATIONS = 64
+
+
 class ExperimentalTrainingConfig(WireModel):
     """The experimental RL config: every key optional; an explicit null means "use the default".
 
     The model-family key ``<model>_k2_tau`` of interface.md is ``kimi_k2_tau`` on the wire. Known
     keys with a wrong type are a 422; unknown keys (a newer ART may send keys this server does not
     know) are accepted, ignored, and named in a warning of the job's ``training_started`` event.
+    ``num_iterations`` (the local server's; TRL's and Unsloth's name for PPO's epochs per batch, mu)
+    replays the step's minibatches that many times, each pass in a new order.
     """
 
     advantage_balance: float | None = None
@@ -324,6 +329,7 @@ class ExperimentalTrainingConfig(WireModel):
     mask_prob_ratio: bool | None = None
     max_negative_advantage_importance_sampling_weight: Annotated[float, Field(gt=0)] | None = None
     normalize_advantages: bool | None = None
+    num_iterations: Annotated[int, Field(ge=1, le=MAX_NUM_ITERATIONS)] | None = None
     num_trajectories_learning_rate_multiplier_power: float | None = None
     packed_sequence_length: Annotated[int, Field(ge=1)] | None = None
     plot_tensors: bool | None = None

@@ -38,6 +38,7 @@ RL_DEFAULTS: dict[str, str] = {
     "mask_prob_ratio": "false",
     "max_negative_advantage_importance_sampling_weight": "off",
     "normalize_advantages": "true",
+    "num_iterations": "1",
     "num_trajectories_learning_rate_multiplier_power": "0.0",
     "packed_sequence_length": "1024",
     "plot_tensors": "false",

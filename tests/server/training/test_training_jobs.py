@@ -88,6 +88,42 @@ def test_rl_job_moves_the_served_model_toward_the_rewarded_answer(server: LocalS
     assert state.created_at <= state.started_at <= state.finished_at
 
 
+def test_num_iterations_replays_every_minibatch_off_policy(server: LocalServer) -> None:
+    client = server.client()
+    model = new_model(client, "rl-iterations")
+    base = served(model, 0)
+    group = {
+        "trajectories": [
+            answer_trajectory(client, base, "cat", "tac", 1.0),
+            answer_trajectory(client, base, "cat", "xyz", 0.0),
+        ]
+    }
+    config = {
+        "ppo": True,
+        "learning_rate": 1e-3,
+        "packed_sequence_length": 40,
+        "num_iterations": 3,
+        "precalculate_logprobs": True,  # the old logprobs are the trainer's own before the step
+    }
+    job = client.training_jobs.create(
+        model_id=model.id, trajectory_groups=[group], experimental_config=config
+    )
+    checkpoint = job.wait(progress=False)
+    events = _events(client, job.id)
+    steps = [e.data for e in events if e.type == "gradient_step"]
+    assert events[0].data["num_sequences"] == len(steps) == 6  # 2 minibatches of one trajectory, 3 passes
+    assert events[0].data["config"]["num_iterations"] == 3
+    assert steps[0]["loss/importance_ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # before any update
+    assert any(abs(s["loss/importance_ratio_mean"] - 1.0) > 1e-3 for s in steps[2:])  # the replays are not
+    assert checkpoint.step == 1
+    metrics = {c.step: c.metrics for c in client.models.checkpoints.list(model.id)}[1]
+    assert metrics["data/step_num_gradient_steps"] == 6
+    with pytest.raises(tk.client.UnprocessableEntityError):
+        client.training_jobs.create(
+            model_id=model.id, trajectory_groups=[group], experimental_config={"num_iterations": 0}
+        )
+
+
 def test_sft_job_trains_assistant_tokens_from_message_lists(server: LocalServer) -> None:
     client = server.client()
     model = new_model(client, "sft")

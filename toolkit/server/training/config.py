@@ -41,6 +41,7 @@ class RLConfig:
     scale_learning_rate_by_reward_std_dev: bool = False
     logprob_calculation_chunk_size: int = LOGPROB_CHUNK_SIZE
     packed_sequence_length: int = PACKED_SEQUENCE_LENGTH
+    num_iterations: int = 1
 
 
 def resolve(cfg: ExperimentalTrainingConfig | None) -> RLConfig:
@@ -75,4 +76,5 @@ def resolve(cfg: ExperimentalTrainingConfig | None) -> RLConfig:
         scale_learning_rate_by_reward_std_dev=bool(cfg.scale_learning_rate_by_reward_std_dev),
         logprob_calculation_chunk_size=cfg.logprob_calculation_chunk_size or LOGPROB_CHUNK_SIZE,
         packed_sequence_length=cfg.packed_sequence_length or PACKED_SEQUENCE_LENGTH,
+        num_iterations=cfg.num_iterations or 1,
     )

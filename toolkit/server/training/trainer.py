@@ -56,7 +56,8 @@ class RLPlan:
 
 
 def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, seed: int) -> RLPlan:
-    """Tokenize, compute advantages and split into minibatches (one gradient step each)."""
+    """Tokenize, compute advantages and split into minibatches (one gradient step each), the whole
+    set ``num_iterations`` times over, each pass shuffled anew."""
     started = time.perf_counter()
     plan = rl_samples(
         groups,
@@ -65,7 +66,11 @@ def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, s
         advantage_balance=cfg.advantage_balance,
         allow_without_logprobs=cfg.allow_training_without_logprobs,
     )
-    batches = pack(plan.samples, cfg.packed_sequence_length, seed)
+    batches = [
+        batch
+        for iteration in range(cfg.num_iterations)
+        for batch in pack(plan.samples, cfg.packed_sequence_length, seed + iteration)
+    ]
     return RLPlan(
         batches,
         plan.num_groups,
