@@ -91,7 +91,12 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
         if sampled >= args.start_success:
             break
     result.eval_curve.append((0, *result.sft_curve[-1][1:]))
-    config = {"ppo": True, "learning_rate": args.lr, "packed_sequence_length": args.pack}
+    config = {
+        "ppo": True,
+        "learning_rate": args.lr,
+        "packed_sequence_length": args.pack,
+        "num_iterations": args.iterations,
+    }
     result.config = config
     eval_seconds = 0.0
     rl_started = time.perf_counter()
@@ -160,16 +165,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url")
     parser.add_argument("--key")
-    parser.add_argument("--sft-batch-size", type=int, default=64)
-    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--sft-batch-size", type=int, default=16)
+    parser.add_argument("--sft-lr", type=float, default=3e-4)
     parser.add_argument("--sft-chunk", type=int, default=50, help="SFT batches per job")
-    parser.add_argument("--sft-max-batches", type=int, default=800)
+    parser.add_argument("--sft-max-batches", type=int, default=1500)
     parser.add_argument("--start-success", type=float, default=0.2, help="SFT until this held-out success")
     parser.add_argument("--rl-steps", type=int, default=40)
     parser.add_argument("--prompts", type=int, default=8, help="scenarios per RL step")
     parser.add_argument("--group-size", type=int, default=8, help="episodes per scenario")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--pack", type=int, default=2048, help="packed_sequence_length")
+    parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")

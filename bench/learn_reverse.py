@@ -7,7 +7,9 @@ RL step and writes the curve to docs/performance.md ("Learning task").
 
 The recipe is the one measured with a plain PyTorch loop (docs/references.md): SFT at lr 1e-3
 (20 warm-up batches, batch 64) to a checkpoint whose sampled (T=1) reward is still low, then PPO
-(clip 0.2) at lr 1e-4 on 8 words x 8 samples per step.
+(clip 0.2) at lr 1e-4 on 8 words x 8 samples per step, its minibatches (4 at the default packing) passed
+over twice (`num_iterations`): 8 gradient steps per RL step, as the bare loop takes. The base is
+`toolkit/tiny-random-1m`, the random-init built-in model the recipe was measured on.
 """
 
 from __future__ import annotations
@@ -46,9 +48,7 @@ class Result:
 
 
 def run(client: tk.Client, args: argparse.Namespace) -> Result:
-    model = client.models.create(
-        project="bench", name=f"reverse-{int(time.time())}", base_model="toolkit/tiny-chat-1m"
-    )
+    model = client.models.create(project="bench", name=f"reverse-{int(time.time())}", base_model=args.base)
     name = f"wandb-artifact:///{model.entity}/{model.project}/{model.name}"
 
     def evaluate(step: int) -> float:
@@ -78,7 +78,12 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
     print(f"SFT: {batches} batches of 64 in {sft_seconds:.1f} s -> step {step}", flush=True)
     eval_curve = [(0, start_reward)]
     print(f"held-out sampled reward after SFT: {start_reward:.3f}", flush=True)
-    config = {"ppo": True, "learning_rate": args.lr, "packed_sequence_length": args.pack}
+    config = {
+        "ppo": True,
+        "learning_rate": args.lr,
+        "packed_sequence_length": args.pack,
+        "num_iterations": args.iterations,
+    }
     curve: list[float] = []
     eval_seconds = rollout_seconds = 0.0
     started = time.perf_counter()
@@ -124,7 +129,7 @@ def report(result: Result, args: argparse.Namespace) -> str:
     return f"""{SECTION}
 
 Produced by `python bench/learn_reverse.py` (2 CPU cores shared with the other work of the machine at
-the time, load {load}; the built-in 1M-parameter model), through
+the time, load {load}; the built-in 1M-parameter model `{args.base}`), through
 the HTTP API and the client only: upload SFT data, SFT job, then per RL step {args.prompts} words x
 {args.group_size} samples rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`),
 one RL job (`{json.dumps(result.config)}`), wait for the checkpoint, roll out the new checkpoint.
@@ -160,7 +165,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="words per RL step")
     parser.add_argument("--group-size", type=int, default=8, help="samples per word")
     parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--pack", type=int, default=512, help="packed_sequence_length")
+    parser.add_argument("--pack", type=int, default=640, help="packed_sequence_length (640: 4 minibatches)")
+    parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
+    parser.add_argument("--base", default="toolkit/tiny-random-1m", help="the base model")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument("--no-write", action="store_true")

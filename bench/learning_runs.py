@@ -54,12 +54,13 @@ def learning_client(url: str | None, key: str | None, prefix: str) -> Iterator[t
 
 
 def write_section(section: str, text: str) -> None:
-    """Replace the ``section`` heading's part of docs/performance.md with ``text`` (or append it)."""
+    """Replace the ``section`` heading's part of docs/performance.md, up to the next heading (a
+    subsection too, which stays), with ``text``; or append it."""
     path = ROOT / "docs" / "performance.md"
     current = path.read_text() if path.exists() else "# Performance\n"
-    pattern = re.compile(rf"{re.escape(section)}\n.*?(?=\n## |\Z)", re.S)
+    pattern = re.compile(rf"{re.escape(section)}\n.*?(?=\n##+ |\Z)", re.S)
     if pattern.search(current):
-        updated = pattern.sub(lambda _: text.rstrip("\n"), current)
+        updated = pattern.sub(lambda _: text.rstrip("\n") + "\n", current)
     else:
         updated = current.rstrip("\n") + "\n\n" + text
     path.write_text(updated.rstrip("\n") + "\n")
