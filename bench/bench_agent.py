@@ -7,7 +7,7 @@ up to 3 turns of at most 72 tokens at T=1) with the built-in model, through ``to
 against ``toolkit serve`` in a temporary folder. Every ``chat.completions.create`` of the client is
 timed; the rest of each episode's wall time is the loop's: building requests, parsing choices, the
 thread hop per model call, running the tool (a dict lookup here, so it is counted as loop time too),
-the trace calls, scoring, the trajectory. Sequential episodes (concurrency 1) give the fraction
+scoring, the trajectory (tracing off). Sequential episodes (concurrency 1) give the fraction
 cleanly; a run at concurrency 16 gives the throughput the loop reaches when calls overlap.
 Prints a Markdown table; ``--write`` puts it in docs/performance.md ("## Agent rollouts").
 """
@@ -82,7 +82,7 @@ def report(sequential: dict[str, float], concurrent: dict[str, float], episodes:
 Produced by `.venv/bin/python bench/bench_agent.py --write` (load {load} at the end, 2 CPU cores; the
 built-in model `{MODEL}` serving itself over loopback HTTP on the same cores). Code-lookup episodes
 through `toolkit.rollouts.Agent`; every `chat.completions.create` is timed and the rest of the wall time
-is the loop's own (requests, choices, thread hops, the tool, tracing, scoring). `--smoke` runs a few
+is the loop's own (requests, choices, thread hops, the tool, scoring; tracing off). `--smoke` runs a few
 episodes and is run by `tests/bench/test_bench_agent.py`.
 
 | measure | value |
