@@ -2,8 +2,9 @@
 
 Formats (what each carries: :mod:`toolkit.research.rows`): ``openai`` (OpenAI fine-tuning JSONL
 with tools), ``trl`` (TRL conversational ``messages`` with a ``tools`` column), ``art`` (ART's
-Parquet rows; as JSONL, ART's groups: one ``{"trajectories": [...]}`` per line, logprobs stripped).
-:mod:`toolkit.research.imports` reads each back.
+Parquet rows; as JSONL, ART's groups: one ``{"trajectories": [...]}`` per line, logprobs stripped as
+ART strips them, or with ``keep_logprobs=True`` every field: the lossless form, which RL can train
+on again). :mod:`toolkit.research.imports` reads each back.
 """
 
 from __future__ import annotations
@@ -110,11 +111,20 @@ def _without_logprobs(group: TrajectoryGroup) -> dict[str, Any]:
     return data
 
 
-def to_jsonl(items: GroupSource, path: str | Path, format: Format = "art") -> Path:
-    """JSONL: ``art`` writes one group per line (every field but logprobs); ``openai`` and ``trl``
-    one trajectory per line."""
+def to_jsonl(
+    items: GroupSource, path: str | Path, format: Format = "art", *, keep_logprobs: bool = False
+) -> Path:
+    """JSONL: ``art`` writes one group per line, every field but logprobs (as ART does), or every
+    field with ``keep_logprobs`` (lossless: :func:`~toolkit.research.imports.read_jsonl` gives back
+    equal groups, sampler logprobs and token ids included, so RL can train on them); ``openai`` and
+    ``trl`` one trajectory per line, for SFT (they carry no logprobs: ``keep_logprobs`` is an error)."""
     check_format(format)
+    if keep_logprobs and format != "art":
+        raise ValueError(f"format {format!r} has no place for logprobs: keep_logprobs needs format 'art'")
     groups = as_groups(items)
-    lines = [_without_logprobs(g) for g in groups] if format == "art" else to_rows(groups, format)
+    if format != "art":
+        lines = to_rows(groups, format)
+    else:
+        lines = [g.model_dump(mode="json") if keep_logprobs else _without_logprobs(g) for g in groups]
     Path(path).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return Path(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from training_helpers import new_model, prompt, served
+from training_helpers import new_model, prompt, scored_answer, served
 
 import toolkit as tk
 from conftest import LocalServer
@@ -66,6 +66,7 @@ def test_rl_job_emits_health_metrics_per_step(server: LocalServer) -> None:
             data["completions/max_length"],
         )
         assert lengths == (MAX_TOKENS, MAX_TOKENS, MAX_TOKENS)
+        assert "completions/mean_terminated_length" not in data  # every completion was cut
         assert (data["reward_min"], data["reward_max"]) == (0.0, 1.0)
         assert data["reward_std"] == pytest.approx(0.3535533, rel=1e-5)  # population std of 1, 0, .5, .5
         assert data["rewards/correct/mean"] == 0.25 and data["rewards/format/std"] == 0.0
@@ -77,6 +78,53 @@ def test_rl_job_emits_health_metrics_per_step(server: LocalServer) -> None:
     assert checkpoint.metrics["frac_reward_zero_std"] == 0.5
     assert checkpoint.metrics["completions/clipped_ratio"] == 1.0
     assert checkpoint.metrics["loss/entropy"] > 0
+
+
+def _answer(client: tk.Client, model: str, answer: str, reward: float) -> dict[str, Any]:
+    """A fixed answer to "reverse cat" with the served model's logprobs of its tokens (no sampling:
+    the same data on every run)."""
+    head, ids, logprobs = scored_answer(client, model, "cat", answer)
+    content = [{"token": f"token_id:{t}", "logprob": lp} for t, lp in zip(ids, logprobs, strict=True)]
+    choice = {
+        "message": {"role": "assistant", "content": answer},
+        "finish_reason": "length",
+        "prompt_token_ids": head,
+        "token_ids": ids,
+        "logprobs": {"content": content},
+    }
+    return {"messages_and_choices": [*prompt("cat"), choice], "reward": reward}
+
+
+def test_a_second_pass_over_the_samples_reports_clipping_and_kl(server: LocalServer) -> None:
+    """``num_iterations`` 2: the second pass compares the policy the first pass moved with the logprobs
+    the samples came with, so ratios leave the band the way the advantages pushed them (clipped
+    tokens: high where A > 0, low where A < 0) and the policy is no longer its KL reference; the
+    first pass is on-policy (no clipping, KL 0)."""
+    client = server.client()
+    model = new_model(client, "second-pass")
+    base = served(model, 0)
+    group = {"trajectories": [_answer(client, base, "tac", 1.0), _answer(client, base, "cat", 0.0)]}
+    config = {"ppo": True, "learning_rate": 1e-3, "kl_penalty_coef": 0.1, "num_iterations": 2}
+    job = client.training_jobs.create(
+        model_id=model.id, trajectory_groups=[group], experimental_config=config
+    )
+    checkpoint = job.wait(progress=False)
+    steps = [e.data for e in client.training_jobs.events.list(job.id, limit=100) if e.type == "gradient_step"]
+    assert len(steps) == 2  # one minibatch per pass
+    first, second = steps
+    assert first["kl"] == pytest.approx(0.0, abs=1e-4) and first["clip_ratio/region_mean"] == 0.0
+    assert second["kl"] > 1e-3
+    assert second["clip_ratio/high_mean"] > 0 and second["clip_ratio/low_mean"] > 0
+    for data in steps:  # a token is clipped low or high, never both
+        assert data["clip_ratio/region_mean"] == pytest.approx(
+            data["clip_ratio/low_mean"] + data["clip_ratio/high_mean"], abs=1e-6
+        )
+        assert data["clip_ratio/low_min"] == data["clip_ratio/low_mean"]
+        assert data["clip_ratio/high_max"] == data["clip_ratio/high_mean"]
+    metrics = checkpoint.metrics
+    assert metrics["clip_ratio/low_min"] == first["clip_ratio/low_mean"]  # the least of the two steps
+    assert metrics["clip_ratio/high_max"] == second["clip_ratio/high_mean"]  # the largest
+    assert metrics["kl"] == pytest.approx((first["kl"] + second["kl"]) / 2)
 
 
 def _group(rewards: list[float], finish: str = "stop", tokens: int = 3) -> TrajectoryGroup:
@@ -95,11 +143,15 @@ def _group(rewards: list[float], finish: str = "stop", tokens: int = 3) -> Traje
 
 
 def test_rollout_metrics_of_hand_made_groups() -> None:
-    metrics = rollout_metrics([_group([1.0, 0.0, 1.0]), _group([2.0, 2.0], "length", 7), _group([5.0])])
+    metrics = rollout_metrics(
+        [_group([1.0, 0.0, 1.0]), _group([2.0, 2.0], "length", 7), _group([5.0], tokens=5)]
+    )
     assert metrics["frac_reward_zero_std"] == pytest.approx(3 / 6)  # the flat pair and the single one
     assert metrics["completions/clipped_ratio"] == pytest.approx(2 / 6)
     assert (metrics["completions/min_length"], metrics["completions/max_length"]) == (3.0, 7.0)
-    assert metrics["completions/mean_length"] == pytest.approx((3 * 4 + 7 * 2) / 6)
+    assert metrics["completions/mean_length"] == pytest.approx((3 * 3 + 7 * 2 + 5) / 6)
+    terminated = [metrics[f"completions/{k}_terminated_length"] for k in ("min", "mean", "max")]
+    assert terminated == [3.0, pytest.approx((3 * 3 + 5) / 4), 5.0]  # the two cut at 7 left out
     assert (metrics["reward_min"], metrics["reward_max"]) == (0.0, 5.0)
     assert metrics["rewards/ok/mean"] == pytest.approx(11 / 6)
     without_choices = TrajectoryGroup.model_validate(

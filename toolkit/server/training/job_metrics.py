@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ...types.training import TrajectoryGroup
 from . import stats
@@ -20,13 +20,20 @@ def numbers(metrics: Mapping[str, float | None]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
 
 
-def mean_metrics(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Per key (sorted), the mean over the steps that report it."""
+# keys a job summarises by their extreme over its steps rather than their mean (TRL's min/max keys)
+EXTREMES: dict[str, Callable[[Sequence[float]], float | None]] = {
+    "clip_ratio/low_min": min,
+    "clip_ratio/high_max": max,
+}
+
+
+def over_steps(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per key (sorted), the mean over the steps that report it (the min or max for :data:`EXTREMES`)."""
     columns: dict[str, list[float]] = defaultdict(list)
     for step in steps:
         for key, value in step.items():
             columns[key].append(value)
-    return numbers({key: stats.mean(columns[key]) for key in sorted(columns)})
+    return numbers({key: EXTREMES.get(key, stats.mean)(columns[key]) for key in sorted(columns)})
 
 
 def train_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:

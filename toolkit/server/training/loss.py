@@ -118,7 +118,8 @@ def policy_loss(x: LossInputs, cfg: RLConfig) -> LossOutput:
     if cfg.max_negative_advantage_importance_sampling_weight is not None:
         ratio = torch.clamp(ratio, max=cfg.max_negative_advantage_importance_sampling_weight)
     low, high = 1 - cfg.epsilon, 1 + cfg.epsilon_high
-    outside = ((ratio <= low) | (ratio >= high)).to(mask.dtype)
+    measured = ratio.detach()  # the metrics read the ratio before mask_prob_ratio zeroes it
+    outside = ((measured <= low) | (measured >= high)).to(mask.dtype)
     if cfg.mask_prob_ratio:
         ratio = torch.where((ratio > low) & (ratio < high), ratio, torch.zeros_like(ratio))
 
@@ -131,10 +132,10 @@ def policy_loss(x: LossInputs, cfg: RLConfig) -> LossOutput:
         loss = loss * torch.clamp(torch.exp(old - sampled), max=cfg.truncated_importance_sampling).detach()
 
     total = (loss * x.weights * mask).sum() / (mask.sum() + 1e-6)
-    selected = ratio.detach()[mask.bool()]
+    selected = measured[mask.bool()]
     metrics["loss/importance_ratio_mean"] = float(selected.mean()) if selected.numel() else 1.0
     metrics["loss/clipped_token_fraction"] = float(_masked_mean(outside, mask))
-    metrics |= clip_ratios(ratio.detach(), advantages.detach(), mask, low, high)
+    metrics |= clip_ratios(measured, advantages.detach(), mask, low, high)
     if x.entropy is not None:
         metrics["entropy"] = float(_masked_mean(x.entropy, mask))
     return LossOutput(total, metrics)
@@ -150,11 +151,19 @@ def clip_ratios(
     ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, low: float, high: float
 ) -> dict[str, float]:
     """TRL's ``clip_ratio/*``: the share of trained tokens whose ratio is below ``low`` with a negative
-    advantage, above ``high`` with a positive one, or either (the tokens the clip acts on)."""
+    advantage, above ``high`` with a positive one, or either (the tokens the clip acts on).
+
+    TRL's ``low_min`` and ``high_max`` are the smallest and largest of those shares over its
+    data-parallel processes; a gradient step here is one minibatch in one process, so they equal
+    ``low_mean`` and ``high_mean`` (a checkpoint takes their min and max over the job's steps)."""
     below = ((ratio < low) & (advantages < 0)).to(mask.dtype)
     above = ((ratio > high) & (advantages > 0)).to(mask.dtype)
+    low_share = float(_masked_mean(below, mask))
+    high_share = float(_masked_mean(above, mask))
     return {
-        "clip_ratio/low_mean": float(_masked_mean(below, mask)),
-        "clip_ratio/high_mean": float(_masked_mean(above, mask)),
+        "clip_ratio/low_mean": low_share,
+        "clip_ratio/low_min": low_share,
+        "clip_ratio/high_mean": high_share,
+        "clip_ratio/high_max": high_share,
         "clip_ratio/region_mean": float(_masked_mean(torch.maximum(below, above), mask)),
     }

@@ -1,6 +1,7 @@
 """Per-RL-step statistics of the trajectories a job trains on, named as TRL's ``GRPOTrainer`` logs them
 (docs/widgets.md, "RL health metrics"): reward spread, per-component rewards, the share of
-zero-variance groups, completion lengths and the share cut by ``max_tokens``.
+zero-variance groups, completion lengths (all, and of those that ended by themselves) and the share
+cut by ``max_tokens``.
 
 Every statistic goes through :mod:`.stats` (no overflow); one without a finite value is left out.
 """
@@ -47,7 +48,9 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     """``reward_std`` (population std over the whole batch), ``reward_min``/``reward_max``,
     ``rewards/<metric>/mean`` and ``/std`` of each numeric trajectory metric, ``frac_reward_zero_std``
     (the share of trajectories whose group's rewards all agree), ``completions/mean_length``,
-    ``min_length``, ``max_length`` and ``completions/clipped_ratio``."""
+    ``min_length``, ``max_length``, the same three of the completions that ended by themselves
+    (``completions/mean_terminated_length``, ...: not cut by ``max_tokens``; left out when every one
+    was cut, where TRL logs 0) and ``completions/clipped_ratio``."""
     trajectories = [t for g in groups for t in g.trajectories]
     rewards = [t.reward for t in trajectories]
     out: dict[str, float | None] = {}
@@ -63,15 +66,24 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     for key in sorted(components):
         out[f"rewards/{key}/mean"] = stats.mean(components[key])
         out[f"rewards/{key}/std"] = stats.pstdev(components[key])
-    lengths = [n for t in trajectories if (n := completion_length(t)) is not None]
-    if lengths:
-        out["completions/mean_length"] = sum(lengths) / len(lengths)
-        out["completions/min_length"] = float(min(lengths))
-        out["completions/max_length"] = float(max(lengths))
+    measured = [(n, truncated(t)) for t in trajectories if (n := completion_length(t)) is not None]
+    out |= _lengths("", [n for n, _ in measured])
+    out |= _lengths("terminated_", [n for n, cut in measured if not cut])
     cut = [c for t in trajectories if (c := truncated(t)) is not None]
     if cut:
         out["completions/clipped_ratio"] = sum(cut) / len(cut)
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def _lengths(kind: str, lengths: Sequence[int]) -> dict[str, float | None]:
+    """``completions/mean_<kind>length``, ``min_`` and ``max_`` of ``lengths`` (nothing without one)."""
+    if not lengths:
+        return {}
+    return {
+        f"completions/mean_{kind}length": sum(lengths) / len(lengths),
+        f"completions/min_{kind}length": float(min(lengths)),
+        f"completions/max_{kind}length": float(max(lengths)),
+    }
 
 
 def _zero_std(rewards: Sequence[float]) -> bool:

@@ -44,7 +44,7 @@ from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
-from .job_metrics import mean_metrics, numbers, train_metrics
+from .job_metrics import numbers, over_steps, train_metrics
 from .job_warnings import rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
@@ -291,7 +291,7 @@ class TrainingRunner:
             **summary,
             **{
                 CHECKPOINT_METRIC_NAMES.get(k, k): v
-                for k, v in mean_metrics(steps).items()
+                for k, v in over_steps(steps).items()
                 if k not in in_summary
             },
             "data/step_num_groups_submitted": float(plan.num_groups),
@@ -331,7 +331,7 @@ class TrainingRunner:
             chunk_size=experimental.logprob_calculation_chunk_size or LOGPROB_CHUNK_SIZE,
             on_step=self._hook(job_id, {}, steps),
         )
-        metrics = {f"sft/{k}": v for k, v in mean_metrics(steps).items()}
+        metrics = {f"sft/{k}": v for k, v in over_steps(steps).items()}
         metrics["sft/final_loss"] = steps[-1]["loss"] if steps else 0.0
         metrics["data/step_num_gradient_steps"] = float(len(batches))
         self._save(job_id, policy, base, metrics, trained=bool(batches))
