@@ -27,6 +27,7 @@ def test_research_example_runs_as_written(server: LocalServer, tmp_path: Path) -
     try:
         lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
         assert len(lines) == 6 and all("messages" in json.loads(line) for line in lines)
+        assert ns["tk"].research.read_jsonl(tmp_path / "groups.jsonl") == ns["stored"]
         assert ns["job"].refresh().status == "succeeded"
         assert len(ns["rescored"]) == 3
         frame = ns["evaluation"].frame

@@ -154,6 +154,15 @@ def test_art_jsonl_round_trip_strips_logprobs_only(groups: list[TrajectoryGroup]
     assert back[0].trajectories[0].choices()[0].token_ids == [1, 2]
 
 
+def test_art_jsonl_keeping_logprobs_is_lossless(groups: list[TrajectoryGroup], tmp_path: Path) -> None:
+    path = export.to_jsonl(groups, tmp_path / "groups.jsonl", keep_logprobs=True)
+    assert '"logprob"' in path.read_text()
+    assert imports.read_jsonl(path) == groups
+    with pytest.raises(ValueError, match="keep_logprobs needs format 'art'"):
+        export.to_jsonl(groups, tmp_path / "sft.jsonl", format="openai", keep_logprobs=True)
+    assert not (tmp_path / "sft.jsonl").exists()
+
+
 def test_parquet_round_trip_in_art_layout(groups: list[TrajectoryGroup], tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 

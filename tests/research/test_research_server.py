@@ -1,5 +1,6 @@
 """Research functions over HTTP against the real local server: best-of-group SFT, re-scoring (a
-callable and the judge) without touching what is stored, evaluation across checkpoints."""
+callable and the judge) without touching what is stored, evaluation across checkpoints, and the
+lossless export of stored RL trajectories that trains again."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from training_helpers import BASE
 import toolkit as tk
 from conftest import LocalServer
 from toolkit import research
+from toolkit.client.jobs import TrainingJobFailed
 from toolkit.research.judge import SCORES
 from toolkit.rollouts import gather
 from toolkit.tasks import lookup, reverse
@@ -202,3 +204,43 @@ def rows_weighted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {**r, "messages": [{**m, "weight": 1} if m["role"] == "assistant" else m for m in r["messages"]]}
         for r in rows
     ]
+
+
+def test_lossless_jsonl_gives_back_the_stored_rl_trajectories_which_train_again(
+    logged: Logged, tmp_path: Path
+) -> None:
+    """Trajectories an RL job stored -> ``to_jsonl(keep_logprobs=True)`` -> ``read_jsonl``: equal field
+    by field, sampler logprobs included, so an RL job trains on them; ART's form (logprobs dropped)
+    cannot be RL-trained without ``allow_training_without_logprobs``."""
+    client = logged.client
+    model = new_model(client, "lossless")
+    words = reverse.sample_words(2, seed=11, split="eval")
+    groups = gather(
+        words, reverse.rollout(client, research.checkpoint_name(model, 0)), group_size=2, progress=False
+    )
+    for g in groups:  # a reward spread in each group, so both are trained
+        g.trajectories[0].reward, g.trajectories[1].reward = 1.0, 0.0
+    client.training_jobs.create(model_id=model.id, trajectory_groups=groups).wait(progress=False)
+    stored = research.stored_groups(client, model.id, split="train")
+    assert [r.trained_step for r in research.stored_records(client, model.id)] == [1] * 4
+    choices = [c for g in stored for t in g.trajectories for c in t.choices()]
+    assert choices and all(c.logprobs and c.logprobs.content and c.token_ids for c in choices)
+
+    back = research.read_jsonl(research.to_jsonl(stored, tmp_path / "groups.jsonl", keep_logprobs=True))
+    originals = [t for g in stored for t in g.trajectories]
+    copies = [t for g in back for t in g.trajectories]
+    assert len(copies) == len(originals) == 4
+    for copy, original in zip(copies, originals, strict=True):
+        for name in Trajectory.model_fields:
+            assert getattr(copy, name) == getattr(original, name), name
+        assert copy.model_extra == original.model_extra
+    assert back == stored
+
+    job = client.training_jobs.create(model_id=model.id, trajectory_groups=back)
+    assert job.wait(progress=False).step == 2
+    events = list(client.training_jobs.events.list(job.id, limit=100))
+    assert [e.type for e in events].count("gradient_step") >= 1
+
+    stripped = research.read_jsonl(research.to_jsonl(stored, tmp_path / "art.jsonl"))
+    with pytest.raises(TrainingJobFailed, match="no logprobs"):
+        client.training_jobs.create(model_id=model.id, trajectory_groups=stripped).wait(progress=False)
