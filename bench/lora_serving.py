@@ -4,15 +4,18 @@ requests on the base model alone.
 
 The model is Qwen3-shaped, ~100M parameters (hidden 768, 16 layers, 12 query / 4 key-value heads of
 64, MLP 2048, the byte tokenizer's 260-token vocabulary, tied embeddings), random weights built from
-a config (no download); adapters are peft folders of rank ``--rank`` on all seven projections, random
-A and B. Requests go straight to the engine (no HTTP), greedy with EOS ignored so each decodes exactly
-``--tokens`` tokens; a first untimed round loads the weights and makes the adapters resident, then
-the cases run ``--repeats`` times interleaved, each keeping its best round (the machine's other load
-varies). With more than one adapter in a batch, both ways of applying them are measured: a pair of
-matmuls per adapter over its rows (``grouped``) and per-row gathered weights in batched matmuls
-(``gathered``); the engine switches from the first to the second above ``GROUPED_UP_TO`` adapters.
-Last, each case's forward step alone (the base runner's decode over the 16 rows, best of 9): the
-LoRA cost without the scheduler and with less noise from the machine's load.
+a config by ``toolkit.server.engine.random_models.write_folder`` (no download); adapters are peft
+folders of rank ``--rank`` on all seven projections, random A and B, written by peft's
+``save_pretrained`` (as the server writes LoRA checkpoints). Requests go straight to the engine (no
+HTTP), greedy with EOS ignored so each decodes exactly ``--tokens`` tokens; a first untimed round
+loads the weights and makes the adapters resident, then the cases run ``--repeats`` times
+interleaved, each keeping its best round (the machine's other load varies). With more than one
+adapter in a batch, both ways of applying them are measured: a pair of matmuls per adapter over its
+rows (``grouped``) and per-row gathered weights in batched matmuls (``gathered``); the engine
+switches from the first to the second above ``GROUPED_UP_TO`` adapters. Last, each case's forward
+step alone (the base runner's decode over the 16 rows, best of 9): the LoRA cost without the
+scheduler and with less noise from the machine's load (on CUDA, timed between
+``torch.cuda.synchronize`` calls).
 ``--smoke``: a 2-layer model and 4 tokens (under a minute; CI checks that the script runs). Prints a
 Markdown table (the figures of docs/performance.md).
 """
@@ -20,86 +23,57 @@ Markdown table (the figures of docs/performance.md).
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors.torch import save_file
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import PreTrainedModel
 
 from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
 from toolkit.server.engine.model import from_folder
+from toolkit.server.engine.random_models import write_folder
 from toolkit.server.engine.request import Request, Weights
 from toolkit.server.engine.sampling import SamplingParams
 from toolkit.server.engine.template import render_chat
-from toolkit.server.engine.tokenizer import CHATML_TEMPLATE, IM_END, PAD, byte_tokenizer
+from toolkit.server.training import lora
+from toolkit.types.training import LoRAConfig
 
 CONCURRENT = 16
 SPREADS = (1, 4, 16)
-TARGETS = {
-    "self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
-    "mlp": ("gate_proj", "up_proj", "down_proj"),
+# ~100M parameters over the byte tokenizer (random_models' Qwen3: q/k norms, tied embeddings)
+FULL_SHAPE: dict[str, Any] = {
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+    "num_hidden_layers": 16,
+    "intermediate_size": 2048,
+    "max_position_embeddings": 1024,
 }
 
 
-def base_config(smoke: bool) -> Qwen3Config:
-    ids = byte_tokenizer().get_vocab()
-    return Qwen3Config(
-        vocab_size=len(ids),
-        hidden_size=768,
-        num_attention_heads=12,
-        num_key_value_heads=4,
-        head_dim=64,
-        num_hidden_layers=2 if smoke else 16,
-        intermediate_size=2048,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        eos_token_id=ids[IM_END],
-        pad_token_id=ids[PAD],
-    )
+def write_base(folder: Path, smoke: bool) -> PreTrainedModel:
+    """A servable folder of a random Qwen3 model (``random_models.write_folder``); returns the model."""
+    shape = {**FULL_SHAPE, "num_hidden_layers": 2} if smoke else FULL_SHAPE
+    return write_folder(folder, "qwen3", seed=0, **shape)
 
 
-def write_base(folder: Path, config: Qwen3Config) -> int:
-    """A servable folder of a random model; returns its parameter count."""
-    torch.manual_seed(0)
-    model = Qwen3ForCausalLM(config)
-    model.save_pretrained(folder)
-    byte_tokenizer().save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML_TEMPLATE}))
-    return sum(p.numel() for p in model.parameters())
-
-
-def write_adapter(folder: Path, model: torch.nn.Module, rank: int, seed: int) -> None:
-    """A peft LoRA folder (peft's config fields and tensor names) with random A and B."""
-    generator = torch.Generator().manual_seed(seed)
-    tensors = {}
-    for name, module in model.named_modules():
-        parent, _, leaf = name.rpartition(".")
-        if isinstance(module, torch.nn.Linear) and leaf in TARGETS.get(parent.rpartition(".")[2], ()):
-            prefix = f"base_model.model.{name}"
-            tensors[f"{prefix}.lora_A.weight"] = (
-                torch.randn(rank, module.in_features, generator=generator) * 0.02
-            )
-            tensors[f"{prefix}.lora_B.weight"] = (
-                torch.randn(module.out_features, rank, generator=generator) * 0.02
-            )
-    folder.mkdir(parents=True)
-    save_file(tensors, str(folder / "adapter_model.safetensors"))
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "r": rank,
-        "lora_alpha": 2 * rank,
-        "use_rslora": False,
-        "bias": "none",
-        "target_modules": [m for modules in TARGETS.values() for m in modules],
-    }
-    (folder / "adapter_config.json").write_text(json.dumps(config))
+def write_adapters(folders: list[Path], model: PreTrainedModel, rank: int) -> None:
+    """One peft LoRA adapter per folder (rank ``rank``, alpha ``2 * rank``, the seven projections),
+    written by peft's ``save_pretrained``, each with its own random A and B."""
+    adapter = lora.attach(model, LoRAConfig(rank=rank, alpha=2 * rank), "bench/qwen3-100m")
+    weights = [p for name, p in adapter.named_parameters() if "lora_" in name]
+    for seed, folder in enumerate(folders):
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in weights:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+        lora.save(adapter, folder)
 
 
 async def decode_round(
@@ -139,10 +113,15 @@ def step_ms(engine: Engine, prompt: list[int], weights: list[Weights], grouped_u
     runner = engine.weights.base
     cache = runner.new_cache()
     cache.reserve(len(slots), len(prompt) + 1)
+    cuda = runner.device.type == "cuda"  # kernels run asynchronously there: wait for them
     times = []
     for _ in range(10):
+        if cuda:
+            torch.cuda.synchronize(runner.device)
         start = time.perf_counter()
         runner.decode(cache, [prompt[-1]] * len(slots), [len(prompt)] * len(slots), slots)
+        if cuda:
+            torch.cuda.synchronize(runner.device)
         times.append(time.perf_counter() - start)
     for route in routes:
         if route is not None:
@@ -157,12 +136,11 @@ def bench_serving(
     spread (and way of applying them)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        config = base_config(smoke)
-        params = write_base(root / "base", config)
-        model = Qwen3ForCausalLM(config)
+        model = write_base(root / "base", smoke)
+        params = sum(p.numel() for p in model.parameters())
         adapters = [root / f"lora{i}" for i in range(max(SPREADS))]
-        for i, folder in enumerate(adapters):
-            write_adapter(folder, model, rank, seed=i)
+        write_adapters(adapters, model, rank)
+        del model
         spec = from_folder(root / "base")
         engine = Engine.for_model(
             spec, max_num_seqs=CONCURRENT, placement=pick_placement(device), threads=threads

@@ -4,7 +4,8 @@ config (random weights, no download).
 - ``bench_training``: SFT step time (wall clock, and CPU time of the process, which other load on
   the machine disturbs less) and peak memory of a LoRA adapter (ART's defaults: r=8,
   alpha=16, the 7 projections) versus full fine-tuning, through the server's own trainer
-  (``run_sft`` on a ``Policy``), each mode in a fresh process so that its peak memory is its own;
+  (``run_sft`` on a ``Policy``) in the server's placement of ``--device`` (bfloat16 on GPUs), each
+  mode in a fresh process so that its peak memory is its own;
   ``training_table`` prints it as Markdown. ``smoke`` runs a tiny model in seconds.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from toolkit.server.engine.device import pick_placement
 from toolkit.server.training import lora
 from toolkit.server.training.policy import TRAINER_THREADS, Policy
 from toolkit.server.training.sequences import Sample
@@ -57,16 +59,20 @@ def _rss_mib() -> float:
 def _train(
     mode: str, size: dict[str, Any], device: str, batch: int, length: int, steps: int
 ) -> dict[str, Any]:
-    """One mode in this (fresh) process: build the model, then ``steps`` SFT steps after a warm-up."""
+    """One mode in this (fresh) process: build the model on ``device`` in the dtype the server trains
+    in there (``pick_placement``: bfloat16 on GPUs, float32 on the CPU), then ``steps`` SFT steps
+    after a warm-up."""
     torch.set_num_threads(TRAINER_THREADS)
     torch.manual_seed(0)
-    model = Qwen3ForCausalLM(Qwen3Config(**size)).to(device)
+    placement = pick_placement(device)
+    cuda = placement.device.type == "cuda"  # also cuda:N
+    model = Qwen3ForCausalLM(Qwen3Config(**size)).to(placement.device, placement.dtype)
     adapter = lora.attach(model, LoRAConfig(), "bench/qwen3-100m") if mode == "lora" else None
     policy = Policy("bench", 0, model, adapter)
     params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in policy.parameters())
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(placement.device)
     loaded = _rss_mib()
     tokens = torch.randint(0, size["vocab_size"], (steps + 1, batch, length)).tolist()
     batches = [[Sample(seq, [True] * length) for seq in step] for step in tokens]
@@ -75,16 +81,17 @@ def _train(
 
     def on_step(_: dict[str, float]) -> None:
         nonlocal last
-        if device == "cuda":
-            torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize(placement.device)
         now = (time.perf_counter(), time.process_time())
         times.append((now[0] - last[0], now[1] - last[1]))
         last = now
 
     run_sft(policy, batches, [1e-4] * len(batches), pad_id=0, chunk_size=length, on_step=on_step)
-    peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else _rss_mib() - loaded
+    peak = torch.cuda.max_memory_allocated(placement.device) / 2**20 if cuda else _rss_mib() - loaded
     return {
         "mode": mode,
+        "placement": f"{placement.device} ({str(placement.dtype).removeprefix('torch.')})",
         "params_m": params / 1e6,
         "trainable_m": trainable / 1e6,
         "step_s": statistics.median(t[0] for t in times[1:]),  # the first step warms up
@@ -109,6 +116,8 @@ def bench_training(
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     lines = [
+        f"training on {rows[0]['placement']}",
+        "",
         "| training | parameters (M) | trainable (M) | SFT step, wall (s) | SFT step, CPU (s)"
         " | peak memory (MiB) |",
         "|---|---|---|---|---|---|",

@@ -19,4 +19,4 @@ def test_bench_lora_smoke_reports_each_spread_and_mode() -> None:
         "LoRA r=8, 7 projections",
         "full fine-tuning",
     ]
-    assert "on cpu (float32)" in out
+    assert "on cpu (float32)" in out and "training on cpu (float32)" in out

@@ -36,6 +36,15 @@ def test_the_vocabulary_is_the_byte_tokenizers_and_a_seed_repeats(tmp_path: Path
     assert torch.equal(first, next(again.parameters())) and not torch.equal(first, next(other.parameters()))
 
 
+def test_a_shape_overrides_the_small_config(tmp_path: Path) -> None:
+    built = write_folder(tmp_path / "big", "qwen3", num_hidden_layers=3, intermediate_size=96)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "big")
+    for model in (built, loaded):
+        c = model.config
+        assert (c.num_hidden_layers, c.intermediate_size, c.head_dim, c.hidden_size) == (3, 96, 16, 64)
+    assert config("qwen3").num_hidden_layers == 2
+
+
 def test_an_unknown_architecture_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown architecture 'gpt2'; known: llama, mistral, qwen2, qwen3"):
         config("gpt2")

@@ -25,9 +25,6 @@ class Placement:
     device: torch.device
     dtype: torch.dtype
 
-    def describe(self) -> str:
-        return f"{self.device} ({str(self.dtype).removeprefix('torch.')})"
-
 
 def _mps_available() -> bool:
     mps = getattr(torch.backends, "mps", None)

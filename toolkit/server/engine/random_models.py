@@ -36,40 +36,45 @@ SHAPE: dict[str, Any] = {
     "intermediate_size": 128,
     "max_position_embeddings": 512,
 }
-ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
+CLASSES: dict[str, type[PretrainedConfig]] = {
+    "llama": LlamaConfig,
+    "mistral": MistralConfig,
+    "qwen2": Qwen2Config,
+    "qwen3": Qwen3Config,
+}
+ARCHITECTURES = tuple(CLASSES)
+EXTRA: dict[str, dict[str, Any]] = {
+    "mistral": {"sliding_window": 256},
+    "qwen3": {"head_dim": 16, "tie_word_embeddings": True},
+}
 
 
-def config(arch: str) -> PretrainedConfig:
+def config(arch: str, **shape: Any) -> PretrainedConfig:
     """A small config of ``arch``: Qwen2 keeps its q/k/v biases, Qwen3 its q/k norms (head_dim set:
-    its default is 128) and tied embeddings, as Qwen3-0.6B has them."""
+    its default is 128) and tied embeddings, as Qwen3-0.6B has them. ``shape`` overrides any config
+    field (a bigger model for a benchmark: ``hidden_size=768, num_hidden_layers=16, ...``)."""
+    if arch not in CLASSES:
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
     ids = byte_tokenizer().get_vocab()
     tokens: dict[str, Any] = {"eos_token_id": ids[IM_END], "pad_token_id": ids[PAD], "bos_token_id": None}
-    if arch == "llama":
-        return LlamaConfig(**SHAPE, **tokens)
-    if arch == "mistral":
-        return MistralConfig(**SHAPE, **tokens, sliding_window=256)
-    if arch == "qwen2":
-        return Qwen2Config(**SHAPE, **tokens)
-    if arch == "qwen3":
-        return Qwen3Config(**SHAPE, **tokens, head_dim=16, tie_word_embeddings=True)
-    raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+    return CLASSES[arch](**{**SHAPE, **tokens, **EXTRA.get(arch, {}), **shape})
 
 
-def random_model(arch: str, seed: int = 0) -> PreTrainedModel:
+def random_model(arch: str, seed: int = 0, **shape: Any) -> PreTrainedModel:
     """Random weights, every parameter (biases and norms included) moved off its initial value."""
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config(arch))
+    model = AutoModelForCausalLM.from_config(config(arch, **shape))
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     return model.eval()
 
 
-def write_folder(folder: str | Path, arch: str = "qwen3", seed: int = 0) -> PreTrainedModel:
-    """Write a servable folder of a random ``arch`` model (the same weights for the same seed);
-    returns the model."""
+def write_folder(folder: str | Path, arch: str = "qwen3", seed: int = 0, **shape: Any) -> PreTrainedModel:
+    """Write a servable folder of a random ``arch`` model (the same weights for the same seed; ``shape``
+    as for :func:`config`); returns the model."""
     folder = Path(folder)
-    model = random_model(arch, seed)
+    model = random_model(arch, seed, **shape)
     model.save_pretrained(folder)
     byte_tokenizer().save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(
