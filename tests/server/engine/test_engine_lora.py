@@ -1,11 +1,14 @@
 """Many LoRA adapters on one base without HTTP: rows of one batch through different adapters equal
-peft's own forward of each; the three ways of applying them agree; residency is LRU under a byte
-cap and never evicts an adapter in use; folders peft cannot have written are refused."""
+peft's own forward of each; the engine decodes requests for different adapters and the base in one
+step; the three ways of applying them agree; residency is LRU under a byte cap and never evicts an
+adapter in use; folders peft cannot have written are refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -15,10 +18,13 @@ from transformers import AutoModelForCausalLM
 
 from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
+from toolkit.server.engine.engine import Engine
+from toolkit.server.engine.events import Failed, Finished
 from toolkit.server.engine.lora import AdapterError, LoraAdapter
 from toolkit.server.engine.model import from_folder, load_model
-from toolkit.server.engine.request import Weights
+from toolkit.server.engine.request import Request, Weights
 from toolkit.server.engine.runner import Runner
+from toolkit.server.engine.sampling import SamplingParams
 from toolkit.server.engine.weights import WeightsPool
 
 PROMPTS = [[256, 117, 10, 104, 105, 257], [256, 97, 98, 99], [256, 120, 121, 122, 123, 124, 125]]
@@ -96,6 +102,52 @@ def test_rows_of_one_batch_through_different_adapters_equal_peft(base: Path, ada
     alone = run(p.base, [PROMPTS[1]], [slots[1]])[0]  # the same adapter served alone
     assert torch.allclose(alone, batch[1], atol=1e-5)
     assert not torch.allclose(batch[1], run(p.base, [PROMPTS[1]], [0])[0], atol=1e-2)  # it matters
+
+
+async def generate(engine: Engine, requests: list[tuple[Weights, list[int]]], tokens: int) -> list[list[int]]:
+    """Greedy ``tokens`` new tokens for each (weights, prompt), all submitted at once."""
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+
+    async def one(i: int, weights: Weights, prompt: list[int]) -> list[int]:
+        queue = engine.submit(Request(f"r{i}", weights, prompt, [params], [None], stream=False))
+        while True:
+            event = await queue.get()
+            if isinstance(event, Failed):
+                raise event.error
+            if isinstance(event, Finished):
+                return event.token_ids
+
+    return list(await asyncio.gather(*(one(i, w, p) for i, (w, p) in enumerate(requests))))
+
+
+def test_the_engine_decodes_different_adapters_in_one_step(
+    base: Path, adapters: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests for the base and two adapters, submitted together, share the base runner's decode
+    calls (each row through its own adapter slot) and answer as each does alone."""
+    engine = Engine.for_model(from_folder(base), max_num_seqs=8, placement=pick_placement("cpu"), threads=1)
+    runner = engine.weights.base
+    batches: list[list[int]] = []
+    decode = runner.decode
+
+    def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
+        batches.append(list(kwargs.get("adapters", args[3] if len(args) > 3 else None) or []))
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "decode", spy)
+    weights = [Weights("base"), *(Weights(f"lora:{a.name}", a) for a in adapters[:2])]
+    requests = list(zip(weights, PROMPTS, strict=True))
+    engine.start()
+    try:
+        together = asyncio.run(generate(engine, requests, 8))
+        shared = [b for b in batches if len(set(b)) == 3]
+        alone = [asyncio.run(generate(engine, [r], 8))[0] for r in requests]
+        plain = asyncio.run(generate(engine, [(Weights("base"), PROMPTS[1])], 8))[0]
+    finally:
+        engine.stop()
+    assert shared and 0 in shared[0], batches  # a step with the base (slot 0) and both adapters' slots
+    assert together == alone
+    assert alone[1] != plain  # the adapter changes the answer
 
 
 def test_grouped_and_gathered_application_agree(
