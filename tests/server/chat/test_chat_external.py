@@ -1,8 +1,9 @@
 """``toolkit serve --inference-url``: the local server in front of an external vLLM (a fake of its
 API, tests/vllm_fake.py) over loopback HTTP. Names are resolved locally and sent under the external
-name, answers come back under the caller's name, streams pass through, usage is recorded, LoRA
-checkpoints are loaded after their job (and again when the server forgot them), errors keep their
-status and shape, and a dead URL is a 502 naming it."""
+name, answers come back under the caller's name, streams pass through, usage is recorded,
+``--lora-modules`` adapters are loaded by name, LoRA checkpoints are loaded after their job (and
+again when the server forgot them), errors keep their status and shape, and a dead URL is a 502
+naming it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.responses import JSONResponse
-from model_folders import write_folder
+from model_folders import write_adapter, write_folder
 from traces_helpers import new_project, traces_http
 from training_helpers import served
 from vllm_fake import KEY, FakeVllm, error, serve_fake_vllm
@@ -39,12 +40,22 @@ def fake() -> Iterator[FakeVllm]:
 
 
 @pytest.fixture(scope="module")
-def scaled(tmp_path_factory: pytest.TempPathFactory, fake: FakeVllm) -> Iterator[LocalServer]:
-    """A local server of a small random Qwen3 (two names) generating on the fake."""
-    qwen3 = tmp_path_factory.mktemp("hf") / "qwen3"
-    write_folder(qwen3, "qwen3")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A small random Qwen3 and a peft adapter on it."""
+    root = tmp_path_factory.mktemp("hf")
+    write_folder(root / "qwen3", "qwen3")
+    write_adapter(root / "qwen3", root / "named", seed=5)
+    return {"qwen3": root / "qwen3", "named": root / "named"}
+
+
+@pytest.fixture(scope="module")
+def scaled(
+    tmp_path_factory: pytest.TempPathFactory, fake: FakeVllm, folders: dict[str, Path]
+) -> Iterator[LocalServer]:
+    """A local server of the Qwen3 (two names) and the ``named`` adapter, generating on the fake."""
     args = (
-        *("--base-model", f"{qwen3}={BASE},{ALIAS}"),
+        *("--base-model", f"{folders['qwen3']}={BASE},{ALIAS}"),
+        *("--lora-modules", f"named={folders['named']}"),
         *("--inference-url", fake.url, "--inference-api-key", KEY),
     )
     srv = LocalServer(tmp_path_factory.mktemp("scaled"), extra_args=args).start()
@@ -110,6 +121,18 @@ def test_a_request_goes_out_under_the_base_name_and_comes_back_under_the_callers
     with scaled.client() as client:  # the typed client reads it as a local answer
         out = client.chat.completions.create(model=ALIAS, messages=MESSAGES, max_tokens=4)
         assert (out.model, out.choices[0].message.content, out.usage.total_tokens) == (ALIAS, TEXT, 11)
+
+
+def test_a_lora_modules_adapter_is_loaded_from_its_folder_and_sent_under_its_name(
+    scaled: LocalServer, fake: FakeVllm, folders: dict[str, Path]
+) -> None:
+    assert "named" not in fake.adapters  # loaded before its first request, not at start
+    for _ in range(2):
+        r = post(scaled, model="named")
+        assert r.status_code == 200 and r.json()["model"] == "named"
+        assert fake.chats()[-1]["model"] == "named"
+    loads = [b for b in fake.loads() if b["lora_name"] == "named"]
+    assert loads == [{"lora_name": "named", "lora_path": str(folders["named"].resolve())}]
 
 
 def test_streams_pass_through_with_the_callers_name(scaled: LocalServer, fake: FakeVllm) -> None:
