@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import toolkit as tk
-from toolkit.types.training import Model, TrainingJob
+from toolkit.types.training import Model, TrainingJob, TrainingJobEvent
 
 BASE = "toolkit/tiny-chat-1m"
 IM_END = 257
@@ -90,6 +90,11 @@ def answer_trajectory(
     made = choice(head, ids, lps, answer)
     made.update(choice_kw)
     return {"messages_and_choices": [*prompt(word), made], "reward": reward}
+
+
+def job_events(client: tk.Client, job_id: str) -> list[TrainingJobEvent]:
+    """Every event of a job (a job of these tests has fewer than 100)."""
+    return list(client.training_jobs.events.list(job_id, limit=100))
 
 
 def wait_job(client: tk.Client, job_id: str, timeout: float = 180.0) -> TrainingJob:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from training_helpers import new_model, prompt, scored_answer, served
+from training_helpers import job_events, new_model, prompt, scored_answer, served
 
 import toolkit as tk
 from conftest import LocalServer
@@ -52,7 +52,7 @@ def test_rl_job_emits_health_metrics_per_step(server: LocalServer) -> None:
     )
     checkpoint = job.wait(progress=False)
 
-    events = list(client.training_jobs.events.list(job.id, limit=100))
+    events = job_events(client, job.id)
     assert events[0].data["config"]["ppo"] is True and events[0].data["config"]["kl_penalty_coef"] == 0.1
     steps = [e.data for e in events if e.type == "gradient_step"]
     assert steps
@@ -109,7 +109,7 @@ def test_a_second_pass_over_the_samples_reports_clipping_and_kl(server: LocalSer
         model_id=model.id, trajectory_groups=[group], experimental_config=config
     )
     checkpoint = job.wait(progress=False)
-    steps = [e.data for e in client.training_jobs.events.list(job.id, limit=100) if e.type == "gradient_step"]
+    steps = [e.data for e in job_events(client, job.id) if e.type == "gradient_step"]
     assert len(steps) == 2  # one minibatch per pass
     first, second = steps
     assert first["kl"] == pytest.approx(0.0, abs=1e-4) and first["clip_ratio/region_mean"] == 0.0
