@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import pytest
 from training_helpers import (
@@ -91,15 +92,24 @@ def test_malformed_sft_data_fails_the_job_with_its_line(server: LocalServer) -> 
     assert [c.step for c in client.models.checkpoints.list(model.id)] == [0]
 
 
+def running_and_queued(
+    client: tk.Client, model_id: str, data: list[Any], queued: int
+) -> tuple[TrainingJobHandle, TrainingJobHandle]:
+    """A long SFT job on ``data`` (one conversation a step), past its first gradient step, and a job
+    of ``queued`` conversations waiting behind it."""
+    running = client.sft_training_jobs.create_from_data(
+        model_id=model_id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
+    )
+    waiting = client.sft_training_jobs.create_from_data(model_id=model_id, data=data[:queued])
+    wait_for_event(client, running.id, "gradient_step")
+    return running, waiting
+
+
 def test_cancel_queued_and_running_jobs_while_the_server_answers(server: LocalServer) -> None:
     client = server.client()
     model = new_model(client, "cancel")
     data = [reverse.conversation(w) for w in reverse.sample_words(3000, seed=2)]
-    running = client.sft_training_jobs.create_from_data(
-        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
-    )
-    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=data[:4])
-    wait_for_event(client, running.id, "gradient_step")
+    running, queued = running_and_queued(client, model.id, data, 4)
     assert client.health().status == "ok"  # answers while training
     assert queued.refresh().status == "queued"  # jobs of one model run in order
     assert queued.cancel().status == "cancelled"
@@ -146,11 +156,7 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
     client = fresh_server.client()
     model = new_model(client, "kill")
     data = [reverse.conversation(w) for w in reverse.sample_words(3000, seed=3)]
-    running = client.sft_training_jobs.create_from_data(
-        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
-    )
-    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=data[:2])
-    wait_for_event(client, running.id, "gradient_step")
+    running, queued = running_and_queued(client, model.id, data, 2)
     fresh_server.kill()
     client.close()
     fresh_server.start()
@@ -160,7 +166,7 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
         "failed",
         "The server stopped while this job was running; no checkpoint was written. Start it again.",
     )
-    events = list(client.training_jobs.events.list(running.id, limit=100))
+    events = job_events(client, running.id)
     assert events[-1].type == "training_failed" and events[-1].data["error_message"] == job.error
     assert sum(e.type in ("training_ended", "training_failed") for e in events) == 1
     # the queued job runs after the restart and writes step 1; no folder is left for the killed job
@@ -170,11 +176,7 @@ def test_kill_during_a_job_fails_it_on_restart_without_a_checkpoint(fresh_server
     assert folders == ["step1", "step1.optimizer.pt"]  # the latest step keeps its optimizer state
 
     # a clean stop (SIGTERM) fails the running job at once and keeps the queued one for the next start
-    running = client.sft_training_jobs.create_from_data(
-        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
-    )
-    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=data[:2])
-    wait_for_event(client, running.id, "gradient_step")
+    running, queued = running_and_queued(client, model.id, data, 2)
     client.close()
     fresh_server.restart()
     client = fresh_server.client()
