@@ -40,7 +40,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-WEAVE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-weave/bin/python"
+ROOT = Path(__file__).resolve().parent.parent
+WEAVE_PYTHON = ROOT / ".venv-weave/bin/python"
 PROJECT = "bench/traces"
 BATCH = 500
 QUERIES: dict[str, dict[str, Any]] = {
@@ -62,17 +63,26 @@ QUERIES: dict[str, dict[str, Any]] = {
 }
 
 
-def make_batches(n: int) -> list[list[dict[str, Any]]]:
-    """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call)."""
+def uuid7(at: datetime, rnd: random.Random) -> str:
+    """A UUIDv7 (RFC 9562) of time ``at``: the ids Weave's client gives calls and traces
+    (``weave.trace_server.ids.generate_id``), so ids grow with time."""
+    ms = int(at.timestamp() * 1000)
+    value = ms << 80 | 0x7 << 76 | rnd.getrandbits(12) << 64 | 0b10 << 62 | rnd.getrandbits(62)
+    return str(uuid.UUID(int=value))
+
+
+def make_batches(n: int) -> Iterator[list[dict[str, Any]]]:
+    """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call), made as
+    they are taken (a million calls never sit in memory as dicts)."""
     rnd = random.Random(0)
     t0 = datetime(2025, 6, 1, tzinfo=UTC)
     items: list[dict[str, Any]] = []
     root = ""
     for i in range(n):
-        call_id = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+        started = t0 + timedelta(milliseconds=i)
+        call_id = uuid7(started, rnd)
         if i % 10 == 0:
             root = call_id
-        started = t0 + timedelta(milliseconds=i)
         prompt, completion = rnd.randrange(10, 500), rnd.randrange(1, 200)
         start = {
             "project_id": PROJECT,
@@ -95,7 +105,11 @@ def make_batches(n: int) -> list[list[dict[str, Any]]]:
             },
         }
         items += [{"mode": "start", "req": {"start": start}}, {"mode": "end", "req": {"end": end}}]
-    return [items[i : i + 2 * BATCH] for i in range(0, len(items), 2 * BATCH)]
+        if len(items) == 2 * BATCH:
+            yield items
+            items = []
+    if items:
+        yield items
 
 
 def rss_mb(pid: int) -> float:
@@ -153,7 +167,8 @@ def weave_side(data: Path, repeats: int) -> dict[str, Any]:
     from weave.trace_server import trace_server_interface as tsi
     from weave.trace_server.sqlite_trace_server import SqliteTraceServer
 
-    batches = [tsi.CallCreateBatchReq.model_validate({"batch": b}) for b in json.loads(data.read_text())]
+    with data.open() as lines:
+        batches = [tsi.CallCreateBatchReq.model_validate_json(line) for line in lines]
     calls = sum(len(b.batch) for b in batches) // 2
     with tempfile.TemporaryDirectory() as tmp:
         server = SqliteTraceServer(str(Path(tmp) / "weave.db"))
@@ -213,12 +228,10 @@ def jsonl_rows(chunks: Iterator[bytes]) -> int:
     return rows + (1 if rest.strip() and orjson.loads(rest) else 0)
 
 
-def our_side(batches: list[list[dict[str, Any]]], repeats: int) -> dict[str, Any]:
+def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
+    """Ingest the request bodies, then the queries and the scan, over HTTP."""
     import httpx
-    import orjson
 
-    bodies = [orjson.dumps({"batch": b}) for b in batches]
-    calls = sum(len(b) for b in batches) // 2
     with tempfile.TemporaryDirectory() as tmp:
         proc, url, key = start_server(Path(tmp))
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -297,6 +310,74 @@ def table(calls: int, ours: dict[str, Any], theirs: dict[str, Any] | None) -> st
     return "\n".join(lines)
 
 
+Sides = tuple[dict[str, Any], dict[str, Any] | None]
+
+
+def run_size(calls: int, repeats: int, weave_python: str | None) -> Sides:
+    """Both sides on the same ``calls`` (Weave's skipped without ``weave_python``), ours first."""
+    import orjson
+
+    bodies = [orjson.dumps({"batch": b}) for b in make_batches(calls)]
+    ours = our_side(bodies, calls, repeats)
+    if weave_python is None:
+        return ours, None
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "batches.jsonl"
+        data.write_bytes(b"\n".join(bodies) + b"\n")
+        del bodies
+        result = subprocess.run(
+            [weave_python, __file__, "--weave-side", str(data), "--repeats", str(repeats)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return ours, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def scaling(sizes: list[int], runs: dict[int, Sides], charts: Path) -> str:
+    """The cost of each measure at each size, as a Markdown table and two log-log figures in
+    ``charts`` (``traces_scaling.svg``: ingest and scan per call; ``traces_scaling_queries.svg``)."""
+    from charts import scaling_chart
+
+    lines = [
+        "| calls | side | ingest, calls/s | "
+        + " | ".join(f"{q}, p50 ms" for q in QUERIES)
+        + " | scan, rows/s | scan memory growth, MB |",
+        "|---|---|---|" + "---|" * len(QUERIES) + "---|---|",
+    ]
+    per_call: dict[str, list[tuple[float, float]]] = {}
+    queries: dict[str, list[tuple[float, float]]] = {}
+    for n in sizes:
+        for side, out in zip(("ours", "Weave"), runs[n], strict=True):
+            if out is None:
+                continue
+            cells = [f"{out['queries'][q][0]:.1f}" for q in QUERIES]
+            scan = out["scan"]
+            lines.append(
+                f"| {n:,} | {side} | {out['ingest']:,.0f} | {' | '.join(cells)} | "
+                f"{scan['rows_per_s']:,.0f} | {scan['rss_growth_mb']:.0f} |"
+            )
+            per_call.setdefault(f"{side}: ingest", []).append((n, 1e6 / out["ingest"]))
+            per_call.setdefault(f"{side}: streamed scan", []).append((n, 1e6 / scan["rows_per_s"]))
+            for q in QUERIES:
+                queries.setdefault(f"{side}: {q}", []).append((n, out["queries"][q][0]))
+    scaling_chart(
+        charts / "traces_scaling.svg",
+        per_call,
+        title="Trace service: time per call against the number of calls",
+        xlabel="calls stored",
+        ylabel="µs per call (ingest) or per row (scan)",
+    )
+    scaling_chart(
+        charts / "traces_scaling_queries.svg",
+        queries,
+        title="Trace service: limit-100 queries against the number of calls",
+        xlabel="calls stored",
+        ylabel="p50 ms over HTTP (ours) / in-process (Weave)",
+    )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100_000)
@@ -306,6 +387,11 @@ def main() -> None:
         "--ours-only", action="store_true", help="skip Weave's side (no --weave-python set up)"
     )
     parser.add_argument("--smoke", action="store_true", help="1,000 calls, 3 repeats, for CI")
+    parser.add_argument(
+        "--scaling", help="comma-separated sizes (e.g. 10000,100000,1000000): a run at each, and the figures"
+    )
+    parser.add_argument("--weave-up-to", type=int, default=100_000, help="largest size Weave runs at")
+    parser.add_argument("--charts", type=Path, default=ROOT / "docs/figures", help="where --scaling writes")
     parser.add_argument("--weave-side", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.smoke:
@@ -313,21 +399,13 @@ def main() -> None:
     if args.weave_side:
         print(json.dumps(weave_side(args.weave_side, args.repeats)))
         return
-    batches = make_batches(args.calls)
-    ours = our_side(batches, args.repeats)
-    theirs = None
-    if not args.ours_only:
-        with tempfile.TemporaryDirectory() as tmp:
-            data = Path(tmp) / "batches.json"
-            data.write_text(json.dumps(batches))
-            del batches
-            result = subprocess.run(
-                [args.weave_python, __file__, "--weave-side", str(data), "--repeats", str(args.repeats)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    weave = None if args.ours_only else args.weave_python
+    if args.scaling:
+        sizes = [int(n) for n in args.scaling.split(",")]
+        runs = {n: run_size(n, args.repeats, weave if n <= args.weave_up_to else None) for n in sizes}
+        print(scaling(sizes, runs, args.charts))
+        return
+    ours, theirs = run_size(args.calls, args.repeats, weave)
     print(table(args.calls, ours, theirs))
 
 
