@@ -1,6 +1,7 @@
 """Trace service against Weave's own SQLite trace server, same data, same run.
 
     .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH] [--ours-only] [--smoke]
+    .venv/bin/python bench/bench_traces.py --scaling 10000,100000,1000000 [--weave-up-to 100000]
 
 Weave's SQLite server needs packages of its ``trace-server`` extra that its wheel does not declare
 for the default install; a separate venv keeps them out of ours:
@@ -11,14 +12,20 @@ for the default install; a separate venv keeps them out of ours:
 Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
 ``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
 in a subprocess of its own (``--weave-python``, default ``.venv-weave/bin/python``). Both get the same
-calls (traces of one root and nine children, 20 ops, one start and one end per call):
+calls (traces of one root and nine children, 20 ops, one start and one end per call, UUIDv7 ids as
+Weave's client makes them):
 - ingest: calls/s through ``/call/upsert_batch`` (500 calls = 1000 items a request) vs
-  ``call_start_batch`` with the same batches;
+  ``call_start_batch`` with the same batches (Weave's commits each start and end, so its rate is
+  timed over the first ``--weave-timed-calls`` and the rest loaded through ``calls_complete``);
 - limit-100 queries, p50 of 20: by op sorted by time, roots only, a ``$expr`` filter;
-- a full streamed scan (rows/s) and the peak growth of the serving process's memory during it.
-Prints a Markdown table with ratios (the figures of docs/performance.md). ``--smoke``: 1,000 calls and
-3 queries per p50, in seconds (the test suite runs it with ``--ours-only``: the Weave venv is built from
-PyPI, so CI has none offline); ``--ours-only`` leaves Weave's column ``not run``.
+- a full streamed scan (rows/s) and the peak growth of the serving process's memory during it;
+- the CPU time of the serving process per call, query and row (steadier than wall time on a shared
+  machine).
+Prints a Markdown table with ratios (the figures of docs/performance.md). ``--scaling``: a run at each
+size (Weave's up to ``--weave-up-to``), a table, and two log-log figures in ``--charts`` (default
+docs/figures). ``--smoke``: 1,000 calls and 3 queries per p50, in seconds (the test suite runs it with
+``--ours-only``: the Weave venv is built from PyPI, so CI has none offline); ``--ours-only`` leaves
+Weave's column ``not run``.
 """
 
 from __future__ import annotations
@@ -73,6 +80,13 @@ def uuid7(at: datetime, rnd: random.Random) -> str:
     return str(uuid.UUID(int=value))
 
 
+CPU_ROWS = [  # (key, label, decimals): CPU time of the serving process (ours: the server; Weave's: its own)
+    ("ingest_us", "server CPU per call ingested, µs", 1),
+    ("query_ms", "server CPU per query (the three above), ms", 2),
+    ("scan_us", "server CPU per row scanned, µs", 2),
+]
+
+
 def make_batches(n: int) -> Iterator[list[dict[str, Any]]]:
     """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call), made as
     they are taken (a million calls never sit in memory as dicts)."""
@@ -119,6 +133,13 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user and system, all threads): unlike wall time, barely moved by
+    other work on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class PeakRss:
@@ -180,24 +201,29 @@ def weave_side(data: Path, repeats: int, timed_calls: int) -> dict[str, Any]:
         server = SqliteTraceServer(str(Path(tmp) / "weave.db"))
         server.setup_tables()
         requests = [tsi.CallCreateBatchReq.model_validate({"batch": b}) for b in timed]
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), cpu_s(os.getpid())
         for req in requests:
             server.call_start_batch(req)
         ingest = calls / (time.perf_counter() - t)
+        cpu_ingest = (cpu_s(os.getpid()) - cpu) / calls
         for batch in batches[len(timed) :]:
             ends = {i["req"]["end"]["id"]: i["req"]["end"] for i in batch if i["mode"] == "end"}
             starts = [i["req"]["start"] for i in batch if i["mode"] == "start"]
             whole = [{**start, **ends[start["id"]]} for start in starts]
             server.calls_complete(tsi.CallsUpsertCompleteReq.model_validate({"batch": whole}))
         out: dict[str, Any] = {"ingest": ingest, "queries": {}}
+        cpu = cpu_s(os.getpid())
         for name, spec in QUERIES.items():
             req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
             out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)), repeats)
+        cpu_query = (cpu_s(os.getpid()) - cpu) / (repeats * len(QUERIES))
         with PeakRss(os.getpid()) as mem:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), cpu_s(os.getpid())
             rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
             out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t), "rss_growth_mb": 0.0}
+            cpu_scan = (cpu_s(os.getpid()) - cpu) / rows
         out["scan"]["rss_growth_mb"] = mem.growth
+        out["cpu"] = {"ingest_us": cpu_ingest * 1e6, "query_ms": cpu_query * 1e3, "scan_us": cpu_scan * 1e6}
     return out
 
 
@@ -249,10 +275,11 @@ def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         try:
             with httpx.Client(base_url=f"{url}/traces", headers=headers, timeout=600) as http:
-                t = time.perf_counter()
+                t, cpu = time.perf_counter(), cpu_s(proc.pid)
                 for body in bodies:
                     http.post("/call/upsert_batch", content=body).raise_for_status()
                 ingest = calls / (time.perf_counter() - t)
+                cpu_ingest = (cpu_s(proc.pid) - cpu) / calls
                 out: dict[str, Any] = {"ingest": ingest, "queries": {}}
 
                 def query(spec: dict[str, Any]) -> int:
@@ -262,13 +289,21 @@ def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
                         r.raise_for_status()
                         return jsonl_rows(r.iter_bytes())
 
+                cpu = cpu_s(proc.pid)
                 for name, spec in QUERIES.items():
                     out["queries"][name] = p50_ms(lambda s=spec: query(s), repeats)
+                cpu_query = (cpu_s(proc.pid) - cpu) / (repeats * len(QUERIES))
                 with PeakRss(proc.pid) as mem:
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), cpu_s(proc.pid)
                     rows = query({})
                     out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t)}
+                    cpu_scan = (cpu_s(proc.pid) - cpu) / rows
                 out["scan"]["rss_growth_mb"] = mem.growth
+                out["cpu"] = {
+                    "ingest_us": cpu_ingest * 1e6,
+                    "query_ms": cpu_query * 1e3,
+                    "scan_us": cpu_scan * 1e6,
+                }
         finally:
             proc.terminate()
             proc.wait(30)
@@ -311,6 +346,15 @@ def table(calls: int, ours: dict[str, Any], theirs: dict[str, Any] | None) -> st
             lambda w: "",
         ),
     ]
+    for key, label, digits in CPU_ROWS:
+        rows.append(
+            (
+                label,
+                f"{ours['cpu'][key]:,.{digits}f}",
+                lambda w, k=key, d=digits: f"{w['cpu'][k]:,.{d}f}",
+                lambda w, k=key: f"{w['cpu'][k] / ours['cpu'][k]:.1f}x less",
+            )
+        )
     lines = [
         f"{calls:,} calls; ours over HTTP (loopback), Weave's SQLite server in-process\n",
         "| measure | ours | Weave SQLite | ratio |",
