@@ -1,6 +1,7 @@
 """Trace service against Weave's own SQLite trace server, same data, same run.
 
     .venv/bin/python bench/bench_traces.py [--calls 100000] [--weave-python PATH] [--ours-only] [--smoke]
+    .venv/bin/python bench/bench_traces.py --scaling 10000,100000,1000000 [--weave-up-to 100000]
 
 Weave's SQLite server needs packages of its ``trace-server`` extra that its wheel does not declare
 for the default install; a separate venv keeps them out of ours:
@@ -11,14 +12,20 @@ for the default install; a separate venv keeps them out of ours:
 Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
 ``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
 in a subprocess of its own (``--weave-python``, default ``.venv-weave/bin/python``). Both get the same
-calls (traces of one root and nine children, 20 ops, one start and one end per call):
+calls (traces of one root and nine children, 20 ops, one start and one end per call, UUIDv7 ids as
+Weave's client makes them):
 - ingest: calls/s through ``/call/upsert_batch`` (500 calls = 1000 items a request) vs
-  ``call_start_batch`` with the same batches;
+  ``call_start_batch`` with the same batches (Weave's commits each start and end, so its rate is
+  timed over the first ``--weave-timed-calls`` and the rest loaded through ``calls_complete``);
 - limit-100 queries, p50 of 20: by op sorted by time, roots only, a ``$expr`` filter;
-- a full streamed scan (rows/s) and the peak growth of the serving process's memory during it.
-Prints a Markdown table with ratios (the figures of docs/performance.md). ``--smoke``: 1,000 calls and
-3 queries per p50, in seconds (the test suite runs it with ``--ours-only``: the Weave venv is built from
-PyPI, so CI has none offline); ``--ours-only`` leaves Weave's column ``not run``.
+- a full streamed scan (rows/s) and the peak growth of the serving process's memory during it;
+- the CPU time of the serving process per call, query and row (steadier than wall time on a shared
+  machine).
+Prints a Markdown table with ratios (the figures of docs/performance.md). ``--scaling``: a run at each
+size (Weave's up to ``--weave-up-to``), a table, and two log-log figures in ``--charts`` (default
+docs/figures). ``--smoke``: 1,000 calls and 3 queries per p50, in seconds (the test suite runs it with
+``--ours-only``: the Weave venv is built from PyPI, so CI has none offline); ``--ours-only`` leaves
+Weave's column ``not run``.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-WEAVE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-weave/bin/python"
+ROOT = Path(__file__).resolve().parent.parent
+WEAVE_PYTHON = ROOT / ".venv-weave/bin/python"
 PROJECT = "bench/traces"
 BATCH = 500
 QUERIES: dict[str, dict[str, Any]] = {
@@ -54,25 +62,43 @@ QUERIES: dict[str, dict[str, Any]] = {
         "sort_by": [{"field": "started_at", "direction": "desc"}],
         "limit": 100,
     },
-    "$expr latency > 1900 ms": {
-        "query": {"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1900}]}},
+    # not a whole number: latencies are whole milliseconds here, and Weave computes them in floating
+    # point (julianday), so a latency of exactly the threshold would be decided by rounding error
+    "$expr latency > 1900.5 ms": {
+        "query": {"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1900.5}]}},
         "sort_by": [{"field": "started_at", "direction": "desc"}],
         "limit": 100,
     },
 }
 
 
-def make_batches(n: int) -> list[list[dict[str, Any]]]:
-    """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call)."""
+def uuid7(at: datetime, rnd: random.Random) -> str:
+    """A UUIDv7 (RFC 9562) of time ``at``: the ids Weave's client gives calls and traces
+    (``weave.trace_server.ids.generate_id``), so ids grow with time."""
+    ms = int(at.timestamp() * 1000)
+    value = ms << 80 | 0x7 << 76 | rnd.getrandbits(12) << 64 | 0b10 << 62 | rnd.getrandbits(62)
+    return str(uuid.UUID(int=value))
+
+
+CPU_ROWS = [  # (key, label, decimals): CPU time of the serving process (ours: the server; Weave's: its own)
+    ("ingest_us", "server CPU per call ingested, µs", 1),
+    ("query_ms", "server CPU per query (the three above), ms", 2),
+    ("scan_us", "server CPU per row scanned, µs", 2),
+]
+
+
+def make_batches(n: int) -> Iterator[list[dict[str, Any]]]:
+    """``upsert_batch`` item lists of ``BATCH`` calls each (start then end of every call), made as
+    they are taken (a million calls never sit in memory as dicts)."""
     rnd = random.Random(0)
     t0 = datetime(2025, 6, 1, tzinfo=UTC)
     items: list[dict[str, Any]] = []
     root = ""
     for i in range(n):
-        call_id = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+        started = t0 + timedelta(milliseconds=i)
+        call_id = uuid7(started, rnd)
         if i % 10 == 0:
             root = call_id
-        started = t0 + timedelta(milliseconds=i)
         prompt, completion = rnd.randrange(10, 500), rnd.randrange(1, 200)
         start = {
             "project_id": PROJECT,
@@ -95,7 +121,11 @@ def make_batches(n: int) -> list[list[dict[str, Any]]]:
             },
         }
         items += [{"mode": "start", "req": {"start": start}}, {"mode": "end", "req": {"end": end}}]
-    return [items[i : i + 2 * BATCH] for i in range(0, len(items), 2 * BATCH)]
+        if len(items) == 2 * BATCH:
+            yield items
+            items = []
+    if items:
+        yield items
 
 
 def rss_mb(pid: int) -> float:
@@ -103,6 +133,13 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user and system, all threads): unlike wall time, barely moved by
+    other work on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class PeakRss:
@@ -144,7 +181,10 @@ def p50_ms(run: Callable[[], int], repeats: int) -> tuple[float, int]:
 # ----------------------------------------------------------------------------- Weave's side
 
 
-def weave_side(data: Path, repeats: int) -> dict[str, Any]:
+def weave_side(data: Path, repeats: int, timed_calls: int) -> dict[str, Any]:
+    """Weave's server on the same batches: its ingest timed over the first ``timed_calls`` calls
+    through ``call_start_batch`` (a commit per start and per end, so disk-bound), the rest loaded
+    through ``calls_complete`` (a commit per batch) so that the queries and the scan see every call."""
     # The server imports its model-evaluation worker, which needs weave[scorers] (torch, ...);
     # the benchmark never evaluates models, so that one module is stood in for.
     worker = types.ModuleType("weave.trace_server.workers.evaluate_model_worker.evaluate_model_worker")
@@ -153,24 +193,37 @@ def weave_side(data: Path, repeats: int) -> dict[str, Any]:
     from weave.trace_server import trace_server_interface as tsi
     from weave.trace_server.sqlite_trace_server import SqliteTraceServer
 
-    batches = [tsi.CallCreateBatchReq.model_validate({"batch": b}) for b in json.loads(data.read_text())]
-    calls = sum(len(b.batch) for b in batches) // 2
+    with data.open() as lines:
+        batches = [json.loads(line)["batch"] for line in lines]
+    timed = batches[: max(1, timed_calls // BATCH)]
+    calls = sum(len(b) for b in timed) // 2
     with tempfile.TemporaryDirectory() as tmp:
         server = SqliteTraceServer(str(Path(tmp) / "weave.db"))
         server.setup_tables()
-        t = time.perf_counter()
-        for batch in batches:
-            server.call_start_batch(batch)
+        requests = [tsi.CallCreateBatchReq.model_validate({"batch": b}) for b in timed]
+        t, cpu = time.perf_counter(), cpu_s(os.getpid())
+        for req in requests:
+            server.call_start_batch(req)
         ingest = calls / (time.perf_counter() - t)
+        cpu_ingest = (cpu_s(os.getpid()) - cpu) / calls
+        for batch in batches[len(timed) :]:
+            ends = {i["req"]["end"]["id"]: i["req"]["end"] for i in batch if i["mode"] == "end"}
+            starts = [i["req"]["start"] for i in batch if i["mode"] == "start"]
+            whole = [{**start, **ends[start["id"]]} for start in starts]
+            server.calls_complete(tsi.CallsUpsertCompleteReq.model_validate({"batch": whole}))
         out: dict[str, Any] = {"ingest": ingest, "queries": {}}
+        cpu = cpu_s(os.getpid())
         for name, spec in QUERIES.items():
             req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
             out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)), repeats)
+        cpu_query = (cpu_s(os.getpid()) - cpu) / (repeats * len(QUERIES))
         with PeakRss(os.getpid()) as mem:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), cpu_s(os.getpid())
             rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
             out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t), "rss_growth_mb": 0.0}
+            cpu_scan = (cpu_s(os.getpid()) - cpu) / rows
         out["scan"]["rss_growth_mb"] = mem.growth
+        out["cpu"] = {"ingest_us": cpu_ingest * 1e6, "query_ms": cpu_query * 1e3, "scan_us": cpu_scan * 1e6}
     return out
 
 
@@ -213,21 +266,20 @@ def jsonl_rows(chunks: Iterator[bytes]) -> int:
     return rows + (1 if rest.strip() and orjson.loads(rest) else 0)
 
 
-def our_side(batches: list[list[dict[str, Any]]], repeats: int) -> dict[str, Any]:
+def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
+    """Ingest the request bodies, then the queries and the scan, over HTTP."""
     import httpx
-    import orjson
 
-    bodies = [orjson.dumps({"batch": b}) for b in batches]
-    calls = sum(len(b) for b in batches) // 2
     with tempfile.TemporaryDirectory() as tmp:
         proc, url, key = start_server(Path(tmp))
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         try:
             with httpx.Client(base_url=f"{url}/traces", headers=headers, timeout=600) as http:
-                t = time.perf_counter()
+                t, cpu = time.perf_counter(), cpu_s(proc.pid)
                 for body in bodies:
                     http.post("/call/upsert_batch", content=body).raise_for_status()
                 ingest = calls / (time.perf_counter() - t)
+                cpu_ingest = (cpu_s(proc.pid) - cpu) / calls
                 out: dict[str, Any] = {"ingest": ingest, "queries": {}}
 
                 def query(spec: dict[str, Any]) -> int:
@@ -237,13 +289,21 @@ def our_side(batches: list[list[dict[str, Any]]], repeats: int) -> dict[str, Any
                         r.raise_for_status()
                         return jsonl_rows(r.iter_bytes())
 
+                cpu = cpu_s(proc.pid)
                 for name, spec in QUERIES.items():
                     out["queries"][name] = p50_ms(lambda s=spec: query(s), repeats)
+                cpu_query = (cpu_s(proc.pid) - cpu) / (repeats * len(QUERIES))
                 with PeakRss(proc.pid) as mem:
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), cpu_s(proc.pid)
                     rows = query({})
                     out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t)}
+                    cpu_scan = (cpu_s(proc.pid) - cpu) / rows
                 out["scan"]["rss_growth_mb"] = mem.growth
+                out["cpu"] = {
+                    "ingest_us": cpu_ingest * 1e6,
+                    "query_ms": cpu_query * 1e3,
+                    "scan_us": cpu_scan * 1e6,
+                }
         finally:
             proc.terminate()
             proc.wait(30)
@@ -286,6 +346,15 @@ def table(calls: int, ours: dict[str, Any], theirs: dict[str, Any] | None) -> st
             lambda w: "",
         ),
     ]
+    for key, label, digits in CPU_ROWS:
+        rows.append(
+            (
+                label,
+                f"{ours['cpu'][key]:,.{digits}f}",
+                lambda w, k=key, d=digits: f"{w['cpu'][k]:,.{d}f}",
+                lambda w, k=key: f"{w['cpu'][k] / ours['cpu'][k]:.1f}x less",
+            )
+        )
     lines = [
         f"{calls:,} calls; ours over HTTP (loopback), Weave's SQLite server in-process\n",
         "| measure | ours | Weave SQLite | ratio |",
@@ -294,6 +363,78 @@ def table(calls: int, ours: dict[str, Any], theirs: dict[str, Any] | None) -> st
     for label, mine_cell, weave_cell, ratio_cell in rows:
         weave, ratio = (weave_cell(theirs), ratio_cell(theirs)) if theirs else ("not run", "")
         lines.append(f"| {label} | {mine_cell} | {weave} | {ratio} |")
+    return "\n".join(lines)
+
+
+Sides = tuple[dict[str, Any], dict[str, Any] | None]
+
+
+def run_size(calls: int, repeats: int, weave_python: str | None, weave_timed: int) -> Sides:
+    """Both sides on the same ``calls`` (Weave's skipped without ``weave_python``; its ingest timed
+    over ``weave_timed`` calls), ours first."""
+    import orjson
+
+    bodies = [orjson.dumps({"batch": b}) for b in make_batches(calls)]
+    ours = our_side(bodies, calls, repeats)
+    if weave_python is None:
+        return ours, None
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "batches.jsonl"
+        data.write_bytes(b"\n".join(bodies) + b"\n")
+        del bodies
+        result = subprocess.run(
+            [
+                *(weave_python, __file__, "--weave-side", str(data), "--repeats", str(repeats)),
+                *("--weave-timed-calls", str(weave_timed)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return ours, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def scaling(sizes: list[int], runs: dict[int, Sides], charts: Path) -> str:
+    """The cost of each measure at each size, as a Markdown table and two log-log figures in
+    ``charts`` (``traces_scaling.svg``: ingest and scan per call; ``traces_scaling_queries.svg``)."""
+    from charts import scaling_chart
+
+    lines = [
+        "| calls | side | ingest, calls/s | "
+        + " | ".join(f"{q}, p50 ms" for q in QUERIES)
+        + " | scan, rows/s | scan memory growth, MB |",
+        "|---|---|---|" + "---|" * len(QUERIES) + "---|---|",
+    ]
+    per_call: dict[str, list[tuple[float, float]]] = {}
+    queries: dict[str, list[tuple[float, float]]] = {}
+    for n in sizes:
+        for side, out in zip(("ours", "Weave"), runs[n], strict=True):
+            if out is None:
+                continue
+            cells = [f"{out['queries'][q][0]:.1f}" for q in QUERIES]
+            scan = out["scan"]
+            lines.append(
+                f"| {n:,} | {side} | {out['ingest']:,.0f} | {' | '.join(cells)} | "
+                f"{scan['rows_per_s']:,.0f} | {scan['rss_growth_mb']:.0f} |"
+            )
+            per_call.setdefault(f"{side}: ingest", []).append((n, 1e6 / out["ingest"]))
+            per_call.setdefault(f"{side}: streamed scan", []).append((n, 1e6 / scan["rows_per_s"]))
+            for q in QUERIES:
+                queries.setdefault(f"{side}: {q}", []).append((n, out["queries"][q][0]))
+    scaling_chart(
+        charts / "traces_scaling.svg",
+        per_call,
+        title="Trace service: time per call against the number of calls",
+        xlabel="calls stored",
+        ylabel="µs per call (ingest) or per row (scan)",
+    )
+    scaling_chart(
+        charts / "traces_scaling_queries.svg",
+        queries,
+        title="Trace service: limit-100 queries against the number of calls",
+        xlabel="calls stored",
+        ylabel="p50 ms over HTTP (ours) / in-process (Weave)",
+    )
     return "\n".join(lines)
 
 
@@ -306,28 +447,34 @@ def main() -> None:
         "--ours-only", action="store_true", help="skip Weave's side (no --weave-python set up)"
     )
     parser.add_argument("--smoke", action="store_true", help="1,000 calls, 3 repeats, for CI")
+    parser.add_argument(
+        "--scaling", help="comma-separated sizes (e.g. 10000,100000,1000000): a run at each, and the figures"
+    )
+    parser.add_argument("--weave-up-to", type=int, default=100_000, help="largest size Weave runs at")
+    parser.add_argument(
+        "--weave-timed-calls",
+        type=int,
+        default=2_000,
+        help="calls Weave's ingest is timed over (the rest loaded in one commit a batch)",
+    )
+    parser.add_argument("--charts", type=Path, default=ROOT / "docs/figures", help="where --scaling writes")
     parser.add_argument("--weave-side", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.smoke:
         args.calls, args.repeats = 2 * BATCH, 3
     if args.weave_side:
-        print(json.dumps(weave_side(args.weave_side, args.repeats)))
+        print(json.dumps(weave_side(args.weave_side, args.repeats, args.weave_timed_calls)))
         return
-    batches = make_batches(args.calls)
-    ours = our_side(batches, args.repeats)
-    theirs = None
-    if not args.ours_only:
-        with tempfile.TemporaryDirectory() as tmp:
-            data = Path(tmp) / "batches.json"
-            data.write_text(json.dumps(batches))
-            del batches
-            result = subprocess.run(
-                [args.weave_python, __file__, "--weave-side", str(data), "--repeats", str(args.repeats)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    weave = None if args.ours_only else args.weave_python
+    if args.scaling:
+        sizes = [int(n) for n in args.scaling.split(",")]
+        runs = {
+            n: run_size(n, args.repeats, weave if n <= args.weave_up_to else None, args.weave_timed_calls)
+            for n in sizes
+        }
+        print(scaling(sizes, runs, args.charts))
+        return
+    ours, theirs = run_size(args.calls, args.repeats, weave, args.weave_timed_calls)
     print(table(args.calls, ours, theirs))
 
 

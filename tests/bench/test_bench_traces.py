@@ -11,6 +11,7 @@ it offline, nor in seconds. The report's Weave column is checked from given figu
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from bench_script import ROOT, run_bench, table_rows
@@ -19,9 +20,12 @@ MEASURES = [
     "ingest, calls/s (`/call/upsert_batch`, 500 calls a request)",
     "by op, newest first, limit 100, p50 ms",
     "roots only, newest first, limit 100, p50 ms",
-    "$expr latency > 1900 ms, limit 100, p50 ms",
+    "$expr latency > 1900.5 ms, limit 100, p50 ms",
     "full streamed scan, rows/s (1,000 rows)",
     "memory growth of the server during the scan, MB",
+    "server CPU per call ingested, µs",
+    "server CPU per query (the three above), ms",
+    "server CPU per row scanned, µs",
 ]
 
 
@@ -33,6 +37,18 @@ def test_bench_traces_smoke_reports_each_measure_of_our_side() -> None:
     assert {(weave, ratio) for _, _, weave, ratio in rows} == {("not run", "")}
 
 
+def test_bench_traces_scaling_reports_each_size_and_writes_both_figures(tmp_path: Path) -> None:
+    args = ["--smoke", "--ours-only", "--scaling", "500,1000", "--charts", str(tmp_path)]
+    out = run_bench("bench_traces.py", *args)
+    header, *rows = table_rows(out)
+    assert header[:3] == ["calls", "side", "ingest, calls/s"] and header[-1] == "scan memory growth, MB"
+    assert [row[:2] for row in rows] == [["500", "ours"], ["1,000", "ours"]]
+    figures = {"traces_scaling.svg": "ours: ingest", "traces_scaling_queries.svg": "ours: by op"}
+    for name, series in figures.items():
+        svg = (tmp_path / name).read_text()
+        assert svg.startswith("<?xml") and series in svg
+
+
 def test_bench_traces_report_sets_weave_figures_beside_ours() -> None:
     spec = importlib.util.spec_from_file_location("bench_traces", ROOT / "bench" / "bench_traces.py")
     assert spec and spec.loader
@@ -42,7 +58,8 @@ def test_bench_traces_report_sets_weave_figures_beside_ours() -> None:
     def side(scale: float) -> dict[str, Any]:
         queries = {name: (2.0 * scale, 100) for name in bench.QUERIES}
         scan = {"rows": 1000, "rows_per_s": 5000.0 / scale, "rss_growth_mb": 3.0 * scale}
-        return {"ingest": 1000.0 / scale, "queries": queries, "scan": scan}
+        cpu = {"ingest_us": 50.0 * scale, "query_ms": 1.5 * scale, "scan_us": 4.0 * scale}
+        return {"ingest": 1000.0 / scale, "queries": queries, "scan": scan, "cpu": cpu}
 
     rows = table_rows(bench.table(1000, side(1), side(2)))[1:]
     assert [row[0] for row in rows] == MEASURES
@@ -51,4 +68,7 @@ def test_bench_traces_report_sets_weave_figures_beside_ours() -> None:
         *[["4.0", "2.0x faster"]] * 3,
         ["2,500", "2.0x"],
         ["6", ""],
+        ["100.0", "2.0x less"],
+        ["3.00", "2.0x less"],
+        ["8.00", "2.0x less"],
     ]

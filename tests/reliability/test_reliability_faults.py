@@ -3,6 +3,7 @@ is half visible, interrupted jobs end failed with their event, and SQLite's inte
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -81,11 +82,13 @@ def check_log(fresh_server: LocalServer) -> None:
 
 
 def check_trace_ingest(fresh_server: LocalServer) -> None:
-    """Trace ingest batches of 20 complete calls, one trace each."""
+    """Trace ingest batches of 20 calls, one trace each, sent in turn to the official batch route
+    (``/call/upsert_batch``: a start and an end item per call) and to ``/v2/.../calls/complete``."""
+    turns = itertools.count()
 
     def send(http: httpx.Client, tag: str) -> httpx.Response:
         now = datetime.now(UTC).isoformat()
-        batch = [
+        calls = [
             {
                 "project_id": "local/faults",
                 "id": f"{tag}-{i}",
@@ -100,7 +103,22 @@ def check_trace_ingest(fresh_server: LocalServer) -> None:
             }
             for i in range(20)
         ]
-        return http.post("/traces/v2/local/faults/calls/complete", json={"batch": batch})
+        if next(turns) % 2:
+            return http.post("/traces/v2/local/faults/calls/complete", json={"batch": calls})
+        items = [
+            item
+            for call in calls
+            for item in (
+                {"mode": "start", "req": {"start": {k: v for k, v in call.items() if k != "ended_at"}}},
+                {
+                    "mode": "end",
+                    "req": {
+                        "end": {k: call[k] for k in ("project_id", "id", "ended_at", "output", "summary")}
+                    },
+                },
+            )
+        ]
+        return http.post("/traces/call/upsert_batch", json={"batch": items})
 
     first = send(httpx.Client(base_url=fresh_server.url, headers=auth(fresh_server)), "probe")
     assert first.status_code == 200, first.text

@@ -29,8 +29,9 @@ def key_from_header(header: str | None) -> str | None:
     return None
 
 
-def current_user(request: Request) -> User:
-    """The user of the request's key (a FastAPI dependency); 401 without a valid one."""
+async def current_user(request: Request) -> User:
+    """The user of the request's key (a FastAPI dependency); 401 without a valid one. An indexed
+    read of one row, done on the event loop: a thread hop would cost more than the read."""
     users: Users = request.app.state.users
     key = key_from_header(request.headers.get("authorization")) or request.headers.get("wandb-api-key")
     if key is None:

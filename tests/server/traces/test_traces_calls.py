@@ -350,6 +350,19 @@ def test_stream_is_json_lines_with_requested_media_type(
     assert empty.status_code == 200 and empty.content == b""
 
 
+def test_small_results_come_in_one_body_and_the_rest_streams(
+    tr: httpx.Client, corpus: tuple[str, dict[str, str]]
+) -> None:
+    project, _ = corpus
+    small = tr.post("/calls/stream_query", json={"project_id": project, "limit": 1000})
+    assert "chunked" not in small.headers.get("transfer-encoding", "")
+    assert int(small.headers["content-length"]) == len(small.content)
+    assert small.headers["content-type"].startswith("application/jsonl")
+    streamed = tr.post("/calls/stream_query", json={"project_id": project, "limit": 1001})
+    assert streamed.headers["transfer-encoding"] == "chunked" and "content-length" not in streamed.headers
+    assert small.content == streamed.content and len(jsonl(small)) == 10
+
+
 def test_refs_in_inputs_and_expand_columns(tr: httpx.Client, project: str) -> None:
     digest = tr.post(
         "/obj/create", json={"obj": {"project_id": project, "object_id": "cfg", "val": {"k": 1}}}

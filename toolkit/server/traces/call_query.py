@@ -243,5 +243,6 @@ def select_sql(pid: int, req: CallsQueryReq) -> tuple[str, tuple[Any, ...]]:
         limit = " LIMIT ? OFFSET ?"
         limit_params = (req.limit if req.limit is not None else -1, req.offset or 0)
     project_params = (dumps(req.project_id),) if "project_id" in keys else ()
-    sql = f"SELECT {_line_sql(keys)} FROM calls c WHERE {where}{order}{limit}"
+    # as a BLOB: the line reaches Python as the bytes to send (no decoding and re-encoding)
+    sql = f"SELECT CAST({_line_sql(keys)} AS BLOB) FROM calls c WHERE {where}{order}{limit}"
     return sql, (*project_params, *where_params, *order_params, *limit_params)

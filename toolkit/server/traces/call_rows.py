@@ -3,6 +3,7 @@ the SQL that inserts or ends it, and the checks on its names."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from ...types.traces import CompletedCall, EndedCall, StartedCall
@@ -61,21 +62,31 @@ def check_names(op_name: str, display_name: str | None) -> None:
         raise BadRequest(f"display_name must be at most {MAX_DISPLAY_NAME} characters")
 
 
+def _time(dt: datetime) -> tuple[int, datetime | str]:
+    """Microseconds since the epoch, and what :func:`dumps` writes as the wire text of the time
+    (``2025-06-01T12:00:00.123456Z``): the time itself when orjson writes that text, else the text."""
+    us = to_us(dt)
+    if dt.microsecond and (dt.tzinfo is None or not dt.utcoffset()):
+        return us, dt
+    return us, str(iso(us))
+
+
 def start_row(pid: int, s: StartedCall | CompletedCall, user_id: str) -> list[Any]:
     """The row of a started call, in ``COLUMNS`` order."""
-    check_names(s.op_name, s.display_name)
-    started = to_us(s.started_at)
+    op_name = s.op_name
+    check_names(op_name, s.display_name)
+    started, started_text = _time(s.started_at)
     attributes = s.attributes if s.otel_dump is None else {**s.attributes, "otel_span": s.otel_dump}
     call_id, trace_id = s.id or uuid7(), s.trace_id or uuid7()
     head = dumps(
         {
             "id": call_id,
-            "op_name": s.op_name,
+            "op_name": op_name,
             "trace_id": trace_id,
             "parent_id": s.parent_id,
             "thread_id": s.thread_id,
             "turn_id": s.turn_id,
-            "started_at": iso(started),
+            "started_at": started_text,
             "attributes": attributes,
             "inputs": s.inputs,
             "wb_user_id": user_id,
@@ -90,8 +101,8 @@ def start_row(pid: int, s: StartedCall | CompletedCall, user_id: str) -> list[An
         s.parent_id,
         s.thread_id,
         s.turn_id,
-        s.op_name,
-        op_display_name(s.op_name),
+        op_name,
+        op_display_name(op_name),
         s.display_name,
         started,
         None,
@@ -123,23 +134,26 @@ def status_of(exception: str | None, summary: dict[str, Any]) -> str:
 def end_values(e: EndedCall | CompletedCall) -> tuple[Any, ...]:
     """ended_at, status, ended_at again (for the latency), tail, summary, exception, output_refs,
     wb_run_step_end: the ``UPDATE_END`` parameters before the key."""
-    ended = to_us(e.ended_at)
+    ended, ended_text = _time(e.ended_at)
+    exception = e.exception
     tail = dumps(
         {
-            "ended_at": iso(ended),
-            "exception": e.exception,
+            "ended_at": ended_text,
+            "exception": exception,
             "output": e.output,
             "wb_run_step_end": e.wb_run_step_end,
         }
     )
-    summary = {k: v for k, v in e.summary.items() if k != "weave"}
+    summary = e.summary
+    if "weave" in summary:
+        summary = {k: v for k, v in summary.items() if k != "weave"}
     return (
         ended,
-        status_of(e.exception, summary),
+        status_of(exception, summary),
         ended,
         tail,
         dumps(summary),
-        e.exception,
+        exception,
         _refs(e.output, tail),
         e.wb_run_step_end,
     )

@@ -9,7 +9,6 @@ from typing import Any
 from ...types.traces import (
     CallBatchStart,
     CallCreateBatchReq,
-    CallsFilter,
     CallsQueryReq,
     CompletedCall,
     EndedCall,
@@ -36,17 +35,22 @@ class Calls:
         results: list[dict[str, str]] = []
         rows: dict[tuple[int, str], list[Any]] = {}
         ends: list[tuple[Any, ...]] = []
+        pids: dict[str, int] = {}
         with self.base.db.write() as conn:
             for item in req.batch:
                 if isinstance(item, CallBatchStart):
                     start = item.req.start
-                    pid = self._pid(user_id, start.project_id)
+                    pid = pids.get(start.project_id) or pids.setdefault(
+                        start.project_id, self._pid(user_id, start.project_id)
+                    )
                     row = start_row(pid, start, user_id)
                     rows[(pid, row[1])] = row
                     results.append({"id": row[1], "trace_id": row[2]})
                 else:
                     end = item.req.end
-                    pid = self._pid(user_id, end.project_id)
+                    pid = pids.get(end.project_id) or pids.setdefault(
+                        end.project_id, self._pid(user_id, end.project_id)
+                    )
                     values = end_values(end)
                     pending = rows.get((pid, end.id))
                     if pending is not None:
@@ -55,11 +59,10 @@ class Calls:
                         ends.append((*values, pid, end.id))
                     results.append({})
             full = [r for r in rows.values() if r[10] is not None]
-            starts = [r for r in rows.values() if r[10] is None]
             if full:
                 conn.executemany(INSERT_FULL, full)
-            if starts:
-                conn.executemany(INSERT_START, starts)
+            if len(full) < len(rows):
+                conn.executemany(INSERT_START, [r for r in rows.values() if r[10] is None])
             if ends:
                 conn.executemany(UPDATE_END, ends)
         return results
@@ -123,23 +126,13 @@ class Calls:
 
     # ------------------------------------------------------------------ reads
 
-    def stream(self, user_id: str, req: CallsQueryReq) -> Iterator[list[str]]:
-        """Chunks of calls as JSON text, one per call, read with a connection of its own."""
+    def stream(self, user_id: str, req: CallsQueryReq) -> Iterator[list[bytes]]:
+        """Chunks of calls as JSON (UTF-8 bytes), one per call, read with a connection of its own."""
         pid = self.base.pid(user_id, req.project_id)
         if pid is None:
             return iter(())
         sql, params = select_sql(pid, req)
         return self.base.rows(sql, params)
-
-    def read(self, user_id: str, project_id: str, call_id: str) -> str | None:
-        """One call as JSON text, or ``None``."""
-        pid = self.base.pid(user_id, project_id)
-        if pid is None:
-            return None
-        req = CallsQueryReq(project_id=project_id, filter=CallsFilter(call_ids=[call_id]), limit=1)
-        sql, params = select_sql(pid, req)
-        row = self.base.db.conn.execute(sql, params).fetchone()
-        return None if row is None else str(row[0])
 
     def count(self, user_id: str, req: CallsQueryReq, limit: int | None) -> tuple[int, bool]:
         """How many calls match (at most ``limit``) and whether more than ``limit`` do."""

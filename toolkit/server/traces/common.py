@@ -48,12 +48,22 @@ def iso_sql(column: str) -> str:
     )
 
 
+_UTC = orjson.OPT_UTC_Z | orjson.OPT_NAIVE_UTC
+
+
+def _time_text(value: Any) -> str | None:
+    if isinstance(value, datetime):
+        return iso(to_us(value))
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON text (orjson; the standard library for what orjson refuses, e.g. huge ints)."""
+    """Compact JSON text (orjson; the standard library for what orjson refuses, e.g. huge ints);
+    datetimes are written in UTC with a ``Z``."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value, option=_UTC).decode()
     except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_time_text)
 
 
 def loads(text: str | bytes | None) -> Any:

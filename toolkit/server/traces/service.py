@@ -50,7 +50,7 @@ class TraceService:
             for chunk in chunks:
                 if enrich and pid is not None:
                     chunk = self._enrich(user_id, pid, req, chunk)
-                yield ("\n".join(chunk) + "\n").encode()
+                yield b"\n".join(chunk) + b"\n"
 
         return lines()
 
@@ -65,7 +65,7 @@ class TraceService:
         found = [line for chunk in self.stream_calls(user_id, req) for line in chunk.splitlines()]
         return b'{"call":' + (found[0] if found else b"null") + b"}"
 
-    def _enrich(self, user_id: str, pid: int, req: CallsQueryReq, chunk: list[str]) -> list[str]:
+    def _enrich(self, user_id: str, pid: int, req: CallsQueryReq, chunk: list[bytes]) -> list[bytes]:
         calls = [orjson.loads(line) for line in chunk]
         conn = self.base.db.conn
         if req.include_feedback:
@@ -85,7 +85,7 @@ class TraceService:
             for c in calls:
                 for path in req.expand_columns:
                     self._expand(user_id, c, path.split("."), cache)
-        return [orjson.dumps(c).decode() for c in calls]
+        return [orjson.dumps(c) for c in calls]
 
     def _expand(self, user_id: str, node: Any, path: list[str], cache: dict[str, Any]) -> None:
         """Replace the ref at ``path`` by the value it points to (a dict keeps the ref under ``_ref``)."""

@@ -7,9 +7,10 @@ from fastapi.responses import Response, StreamingResponse
 
 from ....types import traces as t
 from ...errors import BadRequest
-from .wire import Store, User_, json_body, jsonl, ok
+from .wire import Store, User_, json_body, jsonl, jsonl_whole, ok
 
 router = APIRouter()
+SMALL_RESULT = 1000  # a query limited to this many calls is answered in one body, not streamed
 
 
 @router.post("/call/start", response_model=t.CallStartRes)
@@ -91,7 +92,9 @@ def calls_delete(
 @router.post("/calls/stream_query", response_class=StreamingResponse)
 def calls_stream_query(
     request: Request, user: User_, s: Store, req: t.CallsQueryReq = Depends(json_body(t.CallsQueryReq))
-) -> StreamingResponse:
+) -> Response:
+    if req.limit is not None and req.limit <= SMALL_RESULT:
+        return jsonl_whole(s.stream_calls(user.id, req), request)
     return jsonl(s.stream_calls(user.id, req), request)
 
 

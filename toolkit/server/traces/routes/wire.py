@@ -43,8 +43,8 @@ def json_body(model: type[M]) -> Callable[[Request], Awaitable[M]]:
     return parse
 
 
-def store(request: Request) -> TraceService:
-    """The app's trace service (a FastAPI dependency)."""
+async def store(request: Request) -> TraceService:
+    """The app's trace service (a FastAPI dependency; async, so it costs no thread hop)."""
     traces: TraceService = request.app.state.traces
     return traces
 
@@ -60,10 +60,20 @@ def ok(value: Any) -> Response:
     return Response(orjson.dumps(value), media_type="application/json")
 
 
-def jsonl(chunks: Iterator[bytes], request: Request | None = None) -> StreamingResponse:
+def jsonl_type(request: Request | None) -> str:
+    """The JSON Lines media type the client accepts."""
     accept = request.headers.get("accept", "") if request is not None else ""
-    media = next((m for m in STREAM_TYPES if m in accept), JSONL)
-    return StreamingResponse(chunks, media_type=media)
+    return next((m for m in STREAM_TYPES if m in accept), JSONL)
+
+
+def jsonl(chunks: Iterator[bytes], request: Request | None = None) -> StreamingResponse:
+    return StreamingResponse(chunks, media_type=jsonl_type(request))
+
+
+def jsonl_whole(chunks: Iterator[bytes], request: Request) -> Response:
+    """JSON Lines read here and sent as one body: for small results, which streaming would cost a
+    thread hop per chunk."""
+    return Response(b"".join(chunks), media_type=jsonl_type(request))
 
 
 def lines(items: Iterator[list[str]]) -> Iterator[bytes]:
