@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
 
 from ....types.training import (
     CreateRLTrainingJob,
@@ -18,6 +22,8 @@ from ..context import Training
 from ..runner import TrainingRunner
 
 router = APIRouter(prefix="/v1/preview")
+
+MAX_WAIT = 30.0  # seconds a long poll of a job's events may be held
 
 
 def runner(training: Training) -> TrainingRunner:
@@ -78,14 +84,34 @@ def cancel_job(
 
 
 @router.get("/training-jobs/{job_id}/events", response_model=TrainingJobEventList)
-def list_events(
+async def list_events(
     job_id: str,
     run: Runner,
     user: CurrentUser,
     after: Annotated[str | None, Query(description="id of the last event of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT,
+            description="Extension: when no event follows `after` yet, answer as soon as one does,"
+            " or after this many seconds with an empty page (a long poll)",
+        ),
+    ] = 0.0,
 ) -> TrainingJobEventList:
-    items, has_more = run.jobs.event_page(user, job_id, after=after, limit=limit)
+    deadline = time.monotonic() + wait
+    commits = run.jobs.db.commits
+    while True:
+        with commits.watch() as committed:
+            items, has_more = await run_in_threadpool(
+                run.jobs.event_page, user, job_id, after=after, limit=limit
+            )
+            remaining = deadline - time.monotonic()
+            if items or remaining <= 0 or commits.closed:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(committed.wait(), remaining)
     return TrainingJobEventList(
         data=items,
         has_more=has_more,

@@ -1,0 +1,320 @@
+"""Training through the API against the bare PyTorch loop, in one run on the same model and data.
+
+    .venv/bin/python bench/bench_training.py [--threads 2] [--repeats 3] [--write] [--smoke]
+
+Starts ``toolkit serve`` in a temporary folder (torch on ``--threads`` threads, as this process) and
+trains the random-init built-in model ``toolkit/tiny-random-1m`` both ways:
+- RL: 64 words x 8 samples of word reversal, rolled out once through ``/v1/chat/completions`` at T=1
+  and given seeded random rewards (so every group trains). An RL step over the first n groups is one
+  job (PPO, lr 1e-4, ``packed_sequence_length`` 640, ``num_iterations`` 2: at 8 groups 4 minibatches
+  x 2 passes, the bare loop of docs/references.md), timed from its POST to the first token answered
+  by the new checkpoint and split into phases by the job's timestamps and events; the bare loop takes
+  the same gradient steps over the same minibatches (bench/training_bare.py). n = 1, 2, 4, ..., 64 is
+  the scaling curve (docs/figures/training_scaling.svg).
+- SFT: ``--sft-batches`` batches of 64 reversal examples at lr 1e-3 as one job, from its POST to the
+  first token of its checkpoint, against the bare loop on the same rendered and masked examples.
+Each figure is the median of ``--repeats`` interleaved runs (API, bare, API, bare, ...) after a warm-up
+of each. ``--write`` puts the report into docs/performance.md ("Training through the API") and the
+figure into docs/figures/; ``--figure PATH`` writes the figure there instead; ``--smoke``: 1 group, 1
+SFT batch, 1 repeat, no write (tests/bench/test_bench_training.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import torch
+from charts import scaling_chart
+from learning_runs import ROOT, start_server, write_section
+from training_bare import BareRL, BareSFT
+
+import toolkit as tk
+from toolkit.client.jobs import TrainingJobHandle
+from toolkit.client.sft_data import train_jsonl
+from toolkit.rollouts import gather
+from toolkit.server.engine.model import RANDOM_NAME, builtin_spec
+from toolkit.server.training.config import resolve
+from toolkit.tasks import reverse
+from toolkit.types.training import ExperimentalTrainingConfig, TrajectoryGroup
+
+SECTION = "## Training through the API"
+FIGURE = ROOT / "docs" / "figures" / "training_scaling.svg"
+RL_CONFIG = {"ppo": True, "learning_rate": 1e-4, "packed_sequence_length": 640, "num_iterations": 2}
+GROUP_SIZE, TARGET_GROUPS, SFT_BATCH, SFT_LR = 8, 8, 64, 1e-3
+PHASES = {
+    "request": "POST, validation, storing, queue (POST to the job's start)",
+    "prepare": "policy, tokenizing, packing (job start to `training_started`)",
+    "gradient steps": "forward, backward, AdamW, an event per step",
+    "checkpoint": "weights and optimizer state written, synced, committed",
+    "noticed": "the client's `wait()` sees `training_ended`",
+    "servable": "the engine loads the checkpoint and answers a first token",
+}
+
+
+@dataclass
+class Timed:
+    """One job through the API: seconds from its POST to a first token of its checkpoint."""
+
+    total: float
+    phases: dict[str, float]
+    gradient_steps: int
+    base_step: int
+
+
+def seconds(at: datetime | None) -> float:
+    assert at is not None
+    return at.timestamp()
+
+
+def api_job(client: tk.Client, model_id: str, create: Callable[[], TrainingJobHandle]) -> Timed:
+    """Run the job ``create`` posts, then ask its checkpoint for one token; its phases from the job's
+    record and events (server and client share the machine's clock)."""
+    posted = time.time()
+    job = create()
+    checkpoint = job.wait(progress=False)
+    noticed = time.time()
+    message = [{"role": "user", "content": "reverse cat"}]
+    client.chat.completions.create(model=f"{model_id}:step{checkpoint.step}", messages=message, max_tokens=1)
+    served = time.time()
+    record = job.refresh()
+    events = list(job.events(follow=False))
+    started = next(seconds(e.created_at) for e in events if e.type == "training_started")
+    steps = [seconds(e.created_at) for e in events if e.type == "gradient_step"]
+    finished = seconds(record.finished_at)
+    last = steps[-1] if steps else started
+    phases = {
+        "request": seconds(record.started_at) - posted,
+        "prepare": started - seconds(record.started_at),
+        "gradient steps": last - started,
+        "checkpoint": finished - last,
+        "noticed": noticed - finished,
+        "servable": served - noticed,
+    }
+    assert record.base_step is not None
+    return Timed(served - posted, phases, len(steps), record.base_step)
+
+
+def median_timed(runs: list[Timed]) -> Timed:
+    return Timed(
+        statistics.median(r.total for r in runs),
+        {p: statistics.median(r.phases[p] for r in runs) for p in PHASES},
+        runs[0].gradient_steps,
+        runs[0].base_step,
+    )
+
+
+@dataclass
+class Pair:
+    api: Timed
+    bare: float
+
+    @property
+    def ratio(self) -> float:
+        return self.api.total / self.bare
+
+
+def rollouts(client: tk.Client, model_id: str, groups: int) -> list[TrajectoryGroup]:
+    """``groups`` words x 8 samples from the base at T=1."""
+    words = reverse.sample_words(groups, seed=0)
+    rollout = reverse.rollout(client, model_id)
+    return gather(words, rollout, group_size=GROUP_SIZE, max_concurrency=64, max_exceptions=0, progress=False)
+
+
+def rewarded(groups: list[TrajectoryGroup], seed: int) -> list[TrajectoryGroup]:
+    """The groups with new random rewards: every group trains, and each job gets trajectories of its
+    own, as in an RL loop (the server links a job's trajectories to logged copies by their content)."""
+    rng = random.Random(seed)
+
+    def scored(group: TrajectoryGroup) -> TrajectoryGroup:
+        trajectories = [t.model_copy(update={"reward": rng.random()}) for t in group.trajectories]
+        return group.model_copy(update={"trajectories": trajectories})
+
+    return [scored(group) for group in groups]
+
+
+def measure_rl(client: tk.Client, data_dir: Path, sizes: list[int], repeats: int) -> dict[int, Pair]:
+    """An RL step of each size through the API and bare, interleaved; medians per size."""
+    model = client.models.create(project="bench", name="rl", base_model=RANDOM_NAME)
+    config = resolve(ExperimentalTrainingConfig.model_validate(RL_CONFIG))
+    bare = BareRL(builtin_spec(data_dir, RANDOM_NAME), config)
+    sampled = rollouts(client, model.id, max(sizes))
+    jobs = 0
+
+    def pair(n: int) -> tuple[Timed, float]:
+        nonlocal jobs
+        jobs += 1
+        groups = rewarded(sampled[:n], seed=jobs)
+
+        def create() -> TrainingJobHandle:
+            return client.training_jobs.create(
+                model_id=model.id, trajectory_groups=groups, experimental_config=RL_CONFIG
+            )
+
+        timed = api_job(client, model.id, create)
+        batches = bare.batches(groups, seed=timed.base_step)  # the job's own minibatches
+        assert len(batches) == timed.gradient_steps, (len(batches), timed.gradient_steps)
+        return timed, bare.step(batches)
+
+    pair(min(sizes))  # warm-up: the server loads the model to train, both sides allocate
+    results: dict[int, Pair] = {}
+    for n in sizes:
+        runs = [pair(n) for _ in range(repeats)]
+        results[n] = Pair(median_timed([t for t, _ in runs]), statistics.median(b for _, b in runs))
+        print(f"RL {n:2d} groups: API {results[n].api.total:.3f} s, bare {results[n].bare:.3f} s", flush=True)
+    return results
+
+
+def measure_sft(client: tk.Client, data_dir: Path, batches: int, repeats: int) -> Pair:
+    """``batches`` batches as one job, and the bare loop over the same examples; medians."""
+    model = client.models.create(project="bench", name="sft", base_model=RANDOM_NAME)
+    bare = BareSFT(builtin_spec(data_dir, RANDOM_NAME))
+    examples = [reverse.conversation(w) for w in reverse.sample_words(SFT_BATCH * batches, seed=1)]
+    artifact = client.artifacts.upload(
+        project="bench", files={"train.jsonl": train_jsonl(examples)}, model_id=model.id
+    )
+    tensors = bare.batches(examples, SFT_BATCH)
+    config = {"batch_size": SFT_BATCH, "learning_rate": SFT_LR}
+
+    def create() -> TrainingJobHandle:
+        return client.sft_training_jobs.create(
+            model_id=model.id, training_data_url=artifact.url, config=config
+        )
+
+    def pair() -> tuple[Timed, float]:
+        return api_job(client, model.id, create), bare.step(tensors, SFT_LR)
+
+    pair()  # warm-up
+    runs = [pair() for _ in range(repeats)]
+    result = Pair(median_timed([t for t, _ in runs]), statistics.median(b for _, b in runs))
+    print(f"SFT {batches} batches: API {result.api.total:.3f} s, bare {result.bare:.3f} s", flush=True)
+    return result
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def bend(rl: dict[int, Pair]) -> str:
+    """Where the API's cost curve turns from its fixed cost to the gradient work, by a line fitted
+    to each side's cost against the number of groups."""
+    sizes = sorted(rl)
+    if len(sizes) < 3:
+        return "Too few sizes to fit the curve."
+    api = statistics.linear_regression(sizes, [rl[n].api.total for n in sizes])
+    bare = statistics.linear_regression(sizes, [rl[n].bare for n in sizes])
+    if api.intercept <= 0 or api.slope <= 0:
+        return f"The line fitted to the API's curve has no positive fixed cost ({api.intercept:.3f} s)."
+    return (
+        f"A line fitted to each curve gives the API {api.intercept:.3f} s per step plus "
+        f"{1000 * api.slope:.1f} ms per group, the bare loop {bare.intercept:.3f} s plus "
+        f"{1000 * bare.slope:.1f} ms per group: the API's curve bends near "
+        f"{api.intercept / api.slope:.0f} groups per step, where its fixed cost (the phases other than "
+        "the gradient steps) equals the gradient work; below that it is flat, above it rises with the "
+        "gradient work as the bare loop's does."
+    )
+
+
+def report(rl: dict[int, Pair], sft: Pair, args: argparse.Namespace, loads: list[str]) -> str:
+    target = rl.get(TARGET_GROUPS) or rl[max(rl)]
+    groups = TARGET_GROUPS if TARGET_GROUPS in rl else max(rl)
+    command = " ".join(["bench/bench_training.py", *sys.argv[1:]])
+    targets = "\n".join(
+        [
+            f"| RL step, {groups} groups x {GROUP_SIZE} ({target.api.gradient_steps} gradient steps) | "
+            f"{target.api.total:.3f} | {target.bare:.3f} | {target.ratio:.2f}x | 1.5x |",
+            f"| SFT, {args.sft_batches} batches of {SFT_BATCH} | {sft.api.total:.3f} | {sft.bare:.3f} | "
+            f"{sft.ratio:.2f}x | 1.5x |",
+        ]
+    )
+    phases = "\n".join(
+        f"| {name} ({what}) | {target.api.phases[name]:.3f} | {sft.api.phases[name]:.3f} |"
+        for name, what in PHASES.items()
+    )
+    scaling = "\n".join(
+        f"| {n} | {p.api.gradient_steps} | {p.api.total:.3f} | {p.bare:.3f} | {p.ratio:.2f}x |"
+        for n, p in sorted(rl.items())
+    )
+    return f"""{SECTION}
+
+Produced by `.venv/bin/python {command}` (2 CPU cores shared with the other work of the
+machine, load {loads[0]} at the start and {loads[1]} at the end; torch on {args.threads} thread(s) in
+the server and in the bare loop; medians of {args.repeats} interleaved runs). The random-init built-in
+model `{RANDOM_NAME}`; RL jobs `{RL_CONFIG}` on word-reversal rollouts (8 samples a word, seeded random
+rewards so that every group trains), SFT jobs of batches of {SFT_BATCH} at lr {SFT_LR}. Through the API
+is the time from the job's POST to the first token its checkpoint answers; the bare loop
+(`bench/training_bare.py`) is the gradient work alone, on the same weights, the same minibatches and
+the server's own loss, in the bench's process. `--smoke` runs the smallest sizes
+(`tests/bench/test_bench_training.py`).
+
+| target (issue 16) | through the API, s | bare loop, s | ratio | goal |
+|---|---|---|---|---|
+{targets}
+
+Where the API's time goes (medians, s):
+
+| phase | RL step, {groups} groups | SFT, {args.sft_batches} batches |
+|---|---|---|
+{phases}
+
+RL step cost against its size (the figure: [figures/training_scaling.svg](figures/training_scaling.svg)):
+
+| groups of 8 | gradient steps | through the API, s | bare loop, s | ratio |
+|---|---|---|---|---|
+{scaling}
+
+{bend(rl)}
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2, help="torch threads, server and bare loop")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-groups", type=int, default=64, help="the scaling curve's largest size")
+    parser.add_argument("--sft-batches", type=int, default=20)
+    parser.add_argument("--write", action="store_true", help="docs/performance.md and docs/figures/")
+    parser.add_argument("--figure", type=Path, help="write the figure here")
+    parser.add_argument("--smoke", action="store_true", help="1 group, 1 SFT batch, 1 repeat, no write")
+    args = parser.parse_args()
+    if args.smoke:
+        args.max_groups, args.sft_batches, args.repeats, args.write = 1, 1, 1, False
+    sizes = [2**i for i in range(args.max_groups.bit_length()) if 2**i <= args.max_groups]
+    torch.set_num_threads(args.threads)
+    threads = str(args.threads)
+    loads = [" / ".join(f"{v:.1f}" for v in os.getloadavg())]
+    with tempfile.TemporaryDirectory(prefix="bench-training-") as folder:
+        env = {"TOOLKIT_TORCH_THREADS": threads, "OMP_NUM_THREADS": threads}
+        proc, url, key = start_server(Path(folder), env)
+        try:
+            with tk.Client(url, key) as client:
+                rl = measure_rl(client, Path(folder), sizes, args.repeats)
+                sft = measure_sft(client, Path(folder), args.sft_batches, args.repeats)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    loads.append(" / ".join(f"{v:.1f}" for v in os.getloadavg()))
+    text = report(rl, sft, args, loads)
+    print(text)
+    figure = args.figure or (FIGURE if args.write else None)
+    if figure is not None:
+        series = {
+            "through the API": [(n, p.api.total) for n, p in rl.items()],
+            "bare PyTorch loop": [(n, p.bare) for n, p in rl.items()],
+        }
+        title = "RL step cost, toolkit/tiny-random-1m"
+        scaling_chart(figure, series, title=title, xlabel="groups of 8 per step", ylabel="seconds per step")
+    if args.write:
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()
