@@ -204,28 +204,38 @@ def measure_sft(client: tk.Client, data_dir: Path, batches: int, repeats: int) -
 
 
 def bend(rl: dict[int, Pair]) -> str:
-    """Where the API's cost curve turns from its fixed cost to the gradient work, by a line fitted
-    to each side's cost against the number of groups."""
+    """Where the API's cost curve turns from its fixed cost to the gradient work: a line fitted to
+    what the API adds to the bare loop (fixed + per group), against the bare loop's cost per group."""
     sizes = sorted(rl)
     if len(sizes) < 3:
         return "Too few sizes to fit the curve."
-    api = statistics.linear_regression(sizes, [rl[n].api.total for n in sizes])
+    extra = statistics.linear_regression(sizes, [rl[n].api.total - rl[n].bare for n in sizes])
     bare = statistics.linear_regression(sizes, [rl[n].bare for n in sizes])
-    if api.intercept <= 0 or api.slope <= 0:
-        return f"The line fitted to the API's curve has no positive fixed cost ({api.intercept:.3f} s)."
+    if extra.intercept <= 0 or bare.slope <= 0:
+        return f"The fitted lines give no bend (API fixed cost {extra.intercept:.3f} s)."
     return (
-        f"A line fitted to each curve gives the API {api.intercept:.3f} s per step plus "
-        f"{1000 * api.slope:.1f} ms per group, the bare loop {bare.intercept:.3f} s plus "
-        f"{1000 * bare.slope:.1f} ms per group: the API's curve bends near "
-        f"{api.intercept / api.slope:.0f} groups per step, where its fixed cost (the phases other than "
-        "the gradient steps) equals the gradient work; below that it is flat, above it rises with the "
-        "gradient work as the bare loop's does."
+        f"Fitted lines: the API adds {extra.intercept:.3f} s per step (the phases around the gradient "
+        f"steps) plus {1000 * extra.slope:.1f} ms per group to the bare loop's {1000 * bare.slope:.1f} ms "
+        f"per group. The API's curve bends near {extra.intercept / bare.slope:.1f} groups per step, where "
+        "that fixed cost equals the gradient work: below, the fixed cost dominates and the curve is nearly "
+        "flat; above, it rises with the gradient work, parallel to the bare loop's on the log-log plot, "
+        f"the ratio tending to {1 + extra.slope / bare.slope:.2f}x."
+    )
+
+
+def phase_rows(jobs: dict[str, Pair]) -> str:
+    """One row per job: the API's total, its phases, the bare loop and the ratio."""
+    return "\n".join(
+        f"| {name} | {p.api.total:.3f} | "
+        + " | ".join(f"{p.api.phases[phase]:.3f}" for phase in PHASES)
+        + f" | {p.bare:.3f} | {p.ratio:.2f}x |"
+        for name, p in jobs.items()
     )
 
 
 def report(rl: dict[int, Pair], sft: Pair, args: argparse.Namespace, loads: list[str]) -> str:
-    target = rl.get(TARGET_GROUPS) or rl[max(rl)]
     groups = TARGET_GROUPS if TARGET_GROUPS in rl else max(rl)
+    target = rl[groups]
     command = " ".join(["bench/bench_training.py", *sys.argv[1:]])
     targets = "\n".join(
         [
@@ -235,14 +245,9 @@ def report(rl: dict[int, Pair], sft: Pair, args: argparse.Namespace, loads: list
             f"{sft.ratio:.2f}x | 1.5x |",
         ]
     )
-    phases = "\n".join(
-        f"| {name} ({what}) | {target.api.phases[name]:.3f} | {sft.api.phases[name]:.3f} |"
-        for name, what in PHASES.items()
-    )
-    scaling = "\n".join(
-        f"| {n} | {p.api.gradient_steps} | {p.api.total:.3f} | {p.bare:.3f} | {p.ratio:.2f}x |"
-        for n, p in sorted(rl.items())
-    )
+    jobs = {f"RL, {n} x {GROUP_SIZE} ({p.api.gradient_steps} steps)": p for n, p in sorted(rl.items())}
+    jobs[f"SFT, {args.sft_batches} x {SFT_BATCH}"] = sft
+    phases = "\n".join(f"- {name}: {what}" for name, what in PHASES.items())
     return f"""{SECTION}
 
 Produced by `.venv/bin/python {command}` (2 CPU cores shared with the other work of the
@@ -259,17 +264,14 @@ the server's own loss, in the bench's process. `--smoke` runs the smallest sizes
 |---|---|---|---|---|
 {targets}
 
-Where the API's time goes (medians, s):
+Every job, its phases through the API (medians, s; RL jobs by groups of 8 samples; the figure of the RL
+rows: [figures/training_scaling.svg](figures/training_scaling.svg)):
 
-| phase | RL step, {groups} groups | SFT, {args.sft_batches} batches |
-|---|---|---|
+| job | through the API | {" | ".join(PHASES)} | bare loop | ratio |
+|---|---|---|---|---|---|---|---|---|---|
+{phase_rows(jobs)}
+
 {phases}
-
-RL step cost against its size (the figure: [figures/training_scaling.svg](figures/training_scaling.svg)):
-
-| groups of 8 | gradient steps | through the API, s | bare loop, s | ratio |
-|---|---|---|---|---|
-{scaling}
 
 {bend(rl)}
 """

@@ -127,14 +127,15 @@ def report(result: Result, args: argparse.Namespace) -> str:
     rollouts = result.rollout_seconds / max(1, steps)
     load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     threads = os.environ.get("TOOLKIT_TORCH_THREADS", "2")
+    env = f"TOOLKIT_TORCH_THREADS={threads} " if "TOOLKIT_TORCH_THREADS" in os.environ else ""
     blocks = " ".join(f"{v:.2f}" for v in block_means(curve))
     first, last = sum(curve[:10]) / len(curve[:10]), sum(curve[-10:]) / len(curve[-10:])
     rows = "\n".join(f"| {s} | {v:.3f} |" for s, v in result.eval_curve)
     return f"""{SECTION}
 
-Produced by `python bench/learn_reverse.py` (2 CPU cores shared with the other work of the machine at
-the time, load {load}; torch on {threads} thread(s) in the server; the built-in 1M-parameter model
-`{args.base}`), through
+Produced by `{env}python bench/learn_reverse.py` (2 CPU cores shared with the other work of the
+machine at the time, load {load}; torch on {threads} thread(s) in the server; the built-in
+1M-parameter model `{args.base}`), through
 the HTTP API and the client only: upload SFT data, SFT job, then per RL step {args.prompts} words x
 {args.group_size} samples rolled out through `/v1/chat/completions` at T=1 (`toolkit.rollouts.gather`),
 one RL job (`{json.dumps(result.config)}`, the learning rate warmed up linearly over the first
