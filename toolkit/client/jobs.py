@@ -14,13 +14,12 @@ from typing import Any
 from pydantic import PrivateAttr
 
 from .._progress import ProgressBar
-from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
+from ..types.training import TERMINAL_EVENTS, Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
 from .training_ops import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
 
-TERMINAL_EVENTS = ("training_ended", "training_failed")
 PAGE = 100
 RECONNECT_TIMEOUT = 120.0  # how long a followed job may be unreachable (e.g. a server restart)
 LONG_POLL = 10.0  # how long a server with this toolkit's extensions may hold a followed job's empty page

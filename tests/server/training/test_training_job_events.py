@@ -1,6 +1,7 @@
 """A job's events as a long poll (the extension ``wait``): the server holds an empty page until the
-next event is written, answers at once when there is one, and gives up with an empty page after
-the wait; ``job.wait()`` follows a job on the local server that way."""
+next event is written, then lingers a moment for more progress (so that following a job does not
+interrupt each gradient step), answers at once with the job's end, and gives up with an empty page
+after the wait; ``job.wait()`` follows a job on the local server that way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 from training_helpers import new_model, wait_for_event, wait_job
 
 from conftest import LocalServer
+from toolkit.server.training.routes.jobs import LINGER
 from toolkit.tasks import reverse
 
 
@@ -32,6 +34,14 @@ def test_a_long_poll_answers_when_the_next_event_is_written(server: LocalServer)
         answer["seconds"] = time.monotonic() - started
 
     with server.http() as http:
+        last = list(client.training_jobs.events.list(running.id, limit=100))[-1].id  # every page
+        started = time.monotonic()
+        more = http.get(
+            f"/v1/preview/training-jobs/{running.id}/events", params={"after": last, "limit": 100, "wait": 30}
+        ).json()["data"]
+        assert more and all(e["type"] == "gradient_step" for e in more)  # progress, in one batch
+        assert LINGER <= time.monotonic() - started < 30
+
         waiting = threading.Thread(target=poll, args=(http,))
         waiting.start()
         time.sleep(1.0)
