@@ -1,6 +1,6 @@
 """Training through the API against the bare PyTorch loop, in one run on the same model and data.
 
-    .venv/bin/python bench/bench_training.py [--threads 2] [--repeats 3] [--write] [--smoke]
+    .venv/bin/python bench/bench_training.py [--threads 2] [--repeats 5] [--write] [--smoke]
 
 Starts ``toolkit serve`` in a temporary folder (torch on ``--threads`` threads, as this process) and
 trains the random-init built-in model ``toolkit/tiny-random-1m`` both ways:
@@ -289,7 +289,7 @@ rows: [figures/training_scaling.svg](figures/training_scaling.svg)):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2, help="torch threads, server and bare loop")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-groups", type=int, default=64, help="the scaling curve's largest size")
     parser.add_argument("--sft-batches", type=int, default=20)
     parser.add_argument("--write", action="store_true", help="docs/performance.md and docs/figures/")
