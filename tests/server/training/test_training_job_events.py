@@ -9,7 +9,7 @@ import threading
 import time
 
 import httpx
-from training_helpers import new_model, wait_for_event, wait_job
+from training_helpers import long_sft_job, new_model, wait_for_event, wait_job
 
 from conftest import LocalServer
 from toolkit.server.training.routes.jobs import LINGER
@@ -19,11 +19,9 @@ from toolkit.tasks import reverse
 def test_a_long_poll_answers_when_the_next_event_is_written(server: LocalServer) -> None:
     client = server.client()
     model = new_model(client, "long-poll")
-    data = [reverse.conversation(w) for w in reverse.sample_words(3000, seed=5)]
-    running = client.sft_training_jobs.create_from_data(
-        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
-    )
-    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=data[:2])
+    running = long_sft_job(client, model.id, seed=5)
+    two = [reverse.conversation(w) for w in ("cat", "dog")]
+    queued = client.sft_training_jobs.create_from_data(model_id=model.id, data=two)
     wait_for_event(client, running.id, "gradient_step")
     answer: dict[str, object] = {}
     path = f"/v1/preview/training-jobs/{queued.id}/events"

@@ -3,10 +3,9 @@ running server hands the worker the request it validated; only a restart reads t
 
 from __future__ import annotations
 
-from training_helpers import answer_trajectory, new_model, served, wait_for_event, wait_job
+from training_helpers import answer_trajectory, long_sft_job, new_model, served, wait_for_event, wait_job
 
 from conftest import LocalServer
-from toolkit.tasks import reverse
 
 
 def test_a_queued_rl_job_runs_from_its_stored_request_after_a_kill(fresh_server: LocalServer) -> None:
@@ -19,10 +18,7 @@ def test_a_queued_rl_job_runs_from_its_stored_request_after_a_kill(fresh_server:
             answer_trajectory(client, base, "cat", "xyz", 0.0),
         ]
     }
-    data = [reverse.conversation(w) for w in reverse.sample_words(3000, seed=7)]
-    running = client.sft_training_jobs.create_from_data(
-        model_id=model.id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
-    )
+    running = long_sft_job(client, model.id, seed=7)
     queued = client.training_jobs.create(
         model_id=model.id, trajectory_groups=[group], experimental_config={"learning_rate": 1e-4}
     )
