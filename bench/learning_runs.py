@@ -5,6 +5,7 @@ in place."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,12 +20,14 @@ import toolkit as tk
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``toolkit serve`` on a free port with ``folder`` as its data folder: (process, URL, key)."""
+def start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``toolkit serve`` on a free port with ``folder`` as its data folder and ``env`` added to this
+    process's environment: (process, URL, key)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     for _ in range(600):
         try:

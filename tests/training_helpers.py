@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 
 import toolkit as tk
+from toolkit.client.jobs import TrainingJobHandle
+from toolkit.tasks import reverse
 from toolkit.types.training import Model, TrainingJob, TrainingJobEvent
 
 BASE = "toolkit/tiny-chat-1m"
@@ -114,3 +116,11 @@ def wait_for_event(client: tk.Client, job_id: str, kind: str, timeout: float = 1
             return
         time.sleep(0.1)
     raise AssertionError(f"no {kind} event")
+
+
+def long_sft_job(client: tk.Client, model_id: str, seed: int) -> TrainingJobHandle:
+    """An SFT job of 3000 batches of one example: it runs for minutes, until cancelled or killed."""
+    data = [reverse.conversation(w) for w in reverse.sample_words(3000, seed=seed)]
+    return client.sft_training_jobs.create_from_data(
+        model_id=model_id, data=data, config={"batch_size": 1, "learning_rate": 1e-6}
+    )

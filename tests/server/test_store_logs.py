@@ -1,5 +1,6 @@
 """The trajectory store at unit level: migration 5 backfills what SQL can read from old rows, and
-an RL job links each logged trajectory once (duplicates claim distinct rows)."""
+an RL job links each logged trajectory once (duplicates claim distinct rows), by a lookup whose
+cost does not grow with the run."""
 
 from __future__ import annotations
 
@@ -77,3 +78,39 @@ def test_a_job_links_each_logged_copy_once_and_stores_the_rest(tmp_path: Path) -
     ]
     (job_group,) = db.conn.execute("SELECT split, step, job_id FROM log_groups WHERE job_id IS NOT NULL")
     assert tuple(job_group) == ("train", 0, "job-1")
+
+
+def test_a_jobs_lookup_of_logged_copies_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    """Each trajectory is looked up by its content, not by walking the model's earlier rows: the
+    SQLite work of storing a job's trajectories is the same after 1 job as after 200."""
+    db, logs, model_id = store(tmp_path / "toolkit.db")
+
+    def group(step: int) -> TrajectoryGroup:
+        text = [
+            {"messages_and_choices": [{"role": "user", "content": f"q{step}-{i}"}], "reward": i}
+            for i in range(8)
+        ]
+        return TrajectoryGroup.model_validate({"trajectories": text})
+
+    def record(step: int) -> int:
+        """Store a job's group at ``step``; the SQLite VM instructions it took (in units of 100)."""
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        db.conn.set_progress_handler(count, 100)
+        try:
+            with db.write() as conn:
+                logs.record_training(
+                    conn, model_id, f"job-{step}", step, step + 1, [group(step)], [[1.0] * 8]
+                )
+        finally:
+            db.conn.set_progress_handler(None, 100)
+        return steps[0]
+
+    first = record(0)
+    for step in range(1, 200):
+        record(step)
+    assert record(200) < 2 * first

@@ -14,15 +14,27 @@ from typing import Any
 from pydantic import PrivateAttr
 
 from .._progress import ProgressBar
-from ..types.training import Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
+from ..types.training import TERMINAL_EVENTS, Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
 from .training_ops import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
 
-TERMINAL_EVENTS = ("training_ended", "training_failed")
 PAGE = 100
 RECONNECT_TIMEOUT = 120.0  # how long a followed job may be unreachable (e.g. a server restart)
+LONG_POLL = 10.0  # how long a server with this toolkit's extensions may hold a followed job's empty page
+
+
+def _long_poll(transport: SyncTransport | AsyncTransport, follow: bool) -> float | None:
+    """The ``wait`` of each request while following a job on a deployment with the extensions."""
+    return LONG_POLL if follow and transport.config.deployment.extensions else None
+
+
+def _pause(wait: float | None, got_events: bool, seconds: float) -> bool:
+    """Whether to sleep before the next request, after one that took ``seconds``: always when
+    polling; after a long poll only when it came back early and empty (a deployment that ignores
+    ``wait``, or a lost connection)."""
+    return wait is None or not (got_events or seconds >= wait)
 
 
 class TrainingJobFailed(RuntimeError):
@@ -104,15 +116,20 @@ class TrainingJobHandle(TrainingJobCreated):
         reconnect_timeout: float = RECONNECT_TIMEOUT,
     ) -> Iterator[TrainingJobEvent]:
         """Every event after ``after``, as it arrives; ends after the terminal event (or, without
-        ``follow``, when no more events are available now). While following, a lost connection is
-        retried for up to ``reconnect_timeout`` seconds and polling resumes from the last event."""
+        ``follow``, when no more events are available now). Following the local server (or any
+        deployment with this toolkit's extensions), each request waits there for the next event (a
+        long poll), so an event arrives as soon as it is written; elsewhere the events are polled every
+        ``poll_interval`` seconds. While following, a lost connection is retried for up to
+        ``reconnect_timeout`` seconds and polling resumes from the last event."""
+        wait = _long_poll(self._t, follow)
         lost_since: float | None = None
         while True:
+            asked, got = time.monotonic(), False
             try:
-                for page in CursorPage.first(self._t, op_event_page(self.id, PAGE), after).iter_pages():
+                for page in CursorPage.first(self._t, op_event_page(self.id, PAGE, wait), after).iter_pages():
                     lost_since = None
                     for event in page.data:
-                        after = event.id
+                        after, got = event.id, True
                         yield event
                         if event.type in TERMINAL_EVENTS:
                             return
@@ -123,7 +140,8 @@ class TrainingJobHandle(TrainingJobCreated):
             else:
                 if not follow:
                     return
-            time.sleep(poll_interval)
+            if _pause(wait, got, time.monotonic() - asked):
+                time.sleep(poll_interval)
 
     def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
         """Follow the job to its end; returns the new checkpoint, raises :class:`TrainingJobFailed`."""
@@ -177,14 +195,16 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
         follow: bool = True,
         reconnect_timeout: float = RECONNECT_TIMEOUT,
     ) -> AsyncIterator[TrainingJobEvent]:
+        wait = _long_poll(self._t, follow)
         lost_since: float | None = None
         while True:
+            asked, got = time.monotonic(), False
             try:
-                first = await AsyncPaginator(self._t, op_event_page(self.id, PAGE), after)
+                first = await AsyncPaginator(self._t, op_event_page(self.id, PAGE, wait), after)
                 async for page in first.iter_pages():
                     lost_since = None
                     for event in page.data:
-                        after = event.id
+                        after, got = event.id, True
                         yield event
                         if event.type in TERMINAL_EVENTS:
                             return
@@ -195,7 +215,8 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
             else:
                 if not follow:
                     return
-            await asyncio.sleep(poll_interval)
+            if _pause(wait, got, time.monotonic() - asked):
+                await asyncio.sleep(poll_interval)
 
     async def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
         bar = _Progress(progress, self.id)

@@ -282,13 +282,16 @@ def op_cancel_job(job_id: str) -> Op[TrainingJob]:
     )
 
 
-def op_event_page(job_id: str, limit: int | None) -> PageOp[TrainingJobEvent]:
+def op_event_page(job_id: str, limit: int | None, wait: float | None = None) -> PageOp[TrainingJobEvent]:
+    """A page of a job's events; ``wait`` (extension): the server holds an empty page up to this many
+    seconds until an event arrives (a long poll; other deployments ignore it)."""
+
     def make(after: str | None) -> Op[ListEnvelope[TrainingJobEvent]]:
         return Op(
             "GET",
             f"/v1/preview/training-jobs/{job_id}/events",
             ListEnvelope[TrainingJobEvent].model_validate,
-            params={"after": after, "limit": limit},
+            params={"after": after, "limit": limit, "wait": wait},
         )
 
     return make

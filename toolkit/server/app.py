@@ -10,6 +10,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -187,9 +188,25 @@ def serve(settings: Settings) -> None:
     sock.bind((settings.host, settings.port))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     settings.url = f"http://{host}:{sock.getsockname()[1]}"
-    config = uvicorn.Config(create_app(settings, bases), log_level="warning", timeout_keep_alive=30)
+    app = create_app(settings, bases)
+    config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30)
     log.warning("toolkit server listening on %s (data: %s)", settings.url, settings.data_dir)
-    uvicorn.Server(config).run(sockets=[sock])
+    _Server(config, app).run(sockets=[sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server; asked to stop, it first ends the long polls of job events, which uvicorn
+    would otherwise wait for before shutting down."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        services: Services | None = getattr(self.app.state, "services", None)
+        if services is not None:
+            services.db.commits.close()
+        super().handle_exit(sig, frame)
 
 
 def announce(path: Path, info: dict[str, object]) -> None:

@@ -404,6 +404,7 @@ class TrainingJob(WireModel):
 
 
 EventType = Literal["training_started", "gradient_step", "training_ended", "training_failed"]
+TERMINAL_EVENTS: tuple[EventType, ...] = ("training_ended", "training_failed")  # a job has exactly one
 
 # gradient_step keys -> the names ART's client files them under (a checkpoint's metrics use these)
 CHECKPOINT_METRIC_NAMES = {

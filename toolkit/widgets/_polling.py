@@ -6,11 +6,10 @@ from __future__ import annotations
 from traitlets import Bool, Float
 
 from ..client import Client
-from ..types.training import TrainingJob, TrainingJobEvent
+from ..types.training import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent
 from ._base import ToolkitWidget
 from ._common import JOIN_TIMEOUT_S, Loop
 
-TERMINAL_EVENTS = {"training_ended", "training_failed"}
 TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
 MAX_ERRORS = 5
 

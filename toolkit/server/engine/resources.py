@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 DEFAULT_THREADS = 2
+SPIN_COUNT = "100"
 LORA_BYTES = 1 << 30
 """Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
 
@@ -23,3 +24,16 @@ def torch_threads() -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"TOOLKIT_TORCH_THREADS must be a whole number of at least 1, not {raw!r}")
     return int(raw)
+
+
+def brief_spin_waits() -> None:
+    """Call before torch is imported (``toolkit serve`` does): unless the user chose
+    (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``), an idle OpenMP thread spins at most 100 times before it
+    sleeps, libgomp's own choice when a process has more OpenMP threads than CPUs. Its default is
+    300,000 spins whenever the threads fit the CPUs, as if the cores were the process's alone; on
+    shared cores a team of 2 then spins at every op, waiting for a thread the OS has descheduled.
+    The trainer's and the engine's teams run in threads of their own, so that default held while
+    either ran alone: an SFT job of 5 batches of 64 on 2 threads took 14 to 34 s instead of 2 to 3 s
+    (machine load 6 to 7; docs/performance.md, "Torch threads when processes share the cores")."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from .commits import CommitSignal
+
 Migration = str
 
 
@@ -21,7 +23,8 @@ class Database:
 
     Reads use a per-thread connection; writes go through :meth:`write`, which holds a process-wide
     lock and one ``BEGIN IMMEDIATE`` transaction, so a request's writes land together or not at all.
-    :meth:`close` closes the connection of every thread.
+    :meth:`close` closes the connection of every thread. ``commits`` wakes long polls after each
+    write transaction.
     """
 
     def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
@@ -31,6 +34,7 @@ class Database:
         self._connections: weakref.WeakSet[sqlite3.Connection] = weakref.WeakSet()
         self._connections_lock = threading.Lock()
         self._closed = False
+        self.commits = CommitSignal()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate(migrations)
 
@@ -73,6 +77,7 @@ class Database:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        self.commits.notify()
 
     def _migrate(self, migrations: Sequence[Migration]) -> None:
         with self.write() as conn:
@@ -87,6 +92,7 @@ class Database:
 
     def close(self) -> None:
         """Close every thread's connection; the database cannot be used afterwards."""
+        self.commits.close()
         with self._connections_lock:
             self._closed = True
             connections = list(self._connections)

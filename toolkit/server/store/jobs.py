@@ -30,7 +30,7 @@ class JobRow:
     model_id: str
     kind: JobKind
     status: str
-    request: dict[str, Any] | None
+    request: str | None  # the request as JSON (gone once the job has ended)
 
 
 def _job(row: sqlite3.Row) -> TrainingJob:
@@ -62,13 +62,14 @@ class Jobs:
 
     # ------------------------------------------------------------------ jobs
 
-    def create(self, user: User, model_id: str, kind: JobKind, request: dict[str, Any]) -> str:
+    def create(self, user: User, model_id: str, kind: JobKind, request: str) -> str:
+        """A queued job; ``request`` is the JSON the runner reads back after a restart."""
         job_id = new_id()
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO training_jobs (id, user_id, model_id, kind, status, request, created_at)"
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
-                (job_id, user.id, model_id, kind, json.dumps(request), now_iso()),
+                (job_id, user.id, model_id, kind, request, now_iso()),
             )
         return job_id
 
@@ -92,8 +93,7 @@ class Jobs:
         row = self.db.conn.execute("SELECT * FROM training_jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             return None
-        request = json.loads(row["request"]) if row["request"] else None
-        return JobRow(row["id"], row["model_id"], row["kind"], row["status"], request)
+        return JobRow(row["id"], row["model_id"], row["kind"], row["status"], row["request"] or None)
 
     def ids_with_status(self, status: str) -> list[str]:
         rows = self.db.conn.execute(

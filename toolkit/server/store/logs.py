@@ -224,9 +224,12 @@ class TrajectoryLogs:
     def _logged_row(
         conn: sqlite3.Connection, model_id: str, content_hash: str, step: int, claimed: set[int]
     ) -> int | None:
-        """The newest untrained ``train`` row of this exact trajectory logged at or before ``step``."""
+        """The newest untrained ``train`` row of this exact trajectory logged at or before ``step``.
+        Looked up by its content (SQLite's planner would otherwise walk every row of the model up to
+        ``step`` by the step index, once per trajectory: a job's cost would grow with the run)."""
         for row in conn.execute(
-            "SELECT id FROM trajectories WHERE model_id = ? AND content_hash = ? AND split = 'train'"
+            "SELECT id FROM trajectories INDEXED BY trajectories_by_content"
+            " WHERE model_id = ? AND content_hash = ? AND split = 'train'"
             " AND trained_step IS NULL AND step <= ? ORDER BY step DESC, id ASC",
             (model_id, content_hash, step),
         ):

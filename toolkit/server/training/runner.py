@@ -11,6 +11,7 @@ are removed and queued jobs run again.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -142,8 +143,9 @@ class TrainingRunner:
             raise Unprocessable(loc, str(exc)) from None
         if step is not None and self.models.checkpoint_at(req.model_id, step) is None:
             raise Unprocessable(loc, f"the KL reference checkpoint step {step} does not exist")
-        request = req.model_dump(mode="json", exclude_unset=True)
-        return self._enqueue(self.jobs.create(user, req.model_id, "rl", request))
+        # json.dumps, not model_dump_json: NaN and infinite metrics must read back as numbers
+        request = json.dumps(req.model_dump(mode="json", exclude_unset=True))
+        return self._enqueue(self.jobs.create(user, req.model_id, "rl", request), req)
 
     def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Artifacts) -> str:
         self.models.get(user, req.model_id)
@@ -169,7 +171,7 @@ class TrainingRunner:
             if (experimental := req.experimental_config)
             else None,
         }
-        return self._enqueue(self.jobs.create(user, req.model_id, "sft", request))
+        return self._enqueue(self.jobs.create(user, req.model_id, "sft", json.dumps(request)))
 
     def cancel(self, user: User, job_id: str) -> TrainingJob:
         """Queued: cancelled at once. Running: stops before its next gradient step. Ended: unchanged."""
@@ -184,8 +186,10 @@ class TrainingRunner:
         """Shutdown: the running job stops before its next gradient step and fails."""
         self._stopping.set()
 
-    def _enqueue(self, job_id: str) -> str:
-        self.worker.submit(partial(self._run, job_id))
+    def _enqueue(self, job_id: str, request: CreateRLTrainingJob | None = None) -> str:
+        """Queue the job; an RL job's validated ``request`` goes with it (the stored copy is read
+        back only for jobs queued before a restart)."""
+        self.worker.submit(partial(self._run, job_id, request))
         return job_id
 
     # ------------------------------------------------------------------ recovery
@@ -199,7 +203,7 @@ class TrainingRunner:
 
     # ------------------------------------------------------------------ running
 
-    def _run(self, job_id: str) -> None:
+    def _run(self, job_id: str, request: CreateRLTrainingJob | None) -> None:
         row = self.jobs.row(job_id)
         if row is None or row.status != "queued" or row.request is None or self._stopping.is_set():
             return  # gone, cancelled, or left queued for the next start
@@ -213,9 +217,10 @@ class TrainingRunner:
             if not self.jobs.start(job_id, base.step):
                 return
             if row.kind == "rl":
-                self._run_rl(job_id, CreateRLTrainingJob.model_validate(row.request), spec, base)
+                req = request or CreateRLTrainingJob.model_validate_json(row.request)
+                self._run_rl(job_id, req, spec, base)
             else:
-                self._run_sft(job_id, row.request, spec, base)
+                self._run_sft(job_id, json.loads(row.request), spec, base)
         except Stop as stop:
             self.jobs.fail(job_id, str(stop), stop.status)
         except (UntrainableError, TrainingDataError) as exc:

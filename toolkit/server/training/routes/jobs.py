@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
 
 from ....types.training import (
+    TERMINAL_EVENTS,
     CreateRLTrainingJob,
     CreateSFTTrainingJob,
     TrainingJob,
@@ -18,6 +23,11 @@ from ..context import Training
 from ..runner import TrainingRunner
 
 router = APIRouter(prefix="/v1/preview")
+
+MAX_WAIT = 30.0  # seconds a long poll of a job's events may be held
+# seconds a long poll that found progress events waits for more (or the job's end) before it answers:
+# progress goes out in batches, so following a job does not interrupt each of its gradient steps
+LINGER = 0.25
 
 
 def runner(training: Training) -> TrainingRunner:
@@ -78,14 +88,40 @@ def cancel_job(
 
 
 @router.get("/training-jobs/{job_id}/events", response_model=TrainingJobEventList)
-def list_events(
+async def list_events(
     job_id: str,
     run: Runner,
     user: CurrentUser,
     after: Annotated[str | None, Query(description="id of the last event of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT,
+            description="Extension: a long poll. The answer waits for the job's end, or for"
+            f" {LINGER} s after the first new event (progress goes out in batches), or this many"
+            " seconds (then possibly an empty page)",
+        ),
+    ] = 0.0,
 ) -> TrainingJobEventList:
-    items, has_more = run.jobs.event_page(user, job_id, after=after, limit=limit)
+    deadline = time.monotonic() + wait
+    first_seen: float | None = None
+    commits = run.jobs.db.commits
+    while True:
+        with commits.watch() as committed:
+            items, has_more = await run_in_threadpool(
+                run.jobs.event_page, user, job_id, after=after, limit=limit
+            )
+            now = time.monotonic()
+            if items and first_seen is None:
+                first_seen = now
+            answer_by = deadline if first_seen is None else min(deadline, first_seen + LINGER)
+            ended = has_more or any(e.type in TERMINAL_EVENTS for e in items)
+            if ended or now >= answer_by or commits.closed:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(committed.wait(), answer_by - now)
     return TrainingJobEventList(
         data=items,
         has_more=has_more,

@@ -1,0 +1,115 @@
+"""The bare PyTorch loops bench_training.py measures the training API against.
+
+Same model (the base's weights, loaded in this process), same data cut the server's way (its
+tokenization, advantages and minibatches for RL, its rendered and masked conversations for SFT), the
+server's own PPO loss, AdamW with the server's betas and gradient-norm clip: the gradient work of a
+job and nothing else (no HTTP, no job, no events, no checkpoint; the weights are usable at once).
+Preparing the tensors is not timed, as a bare loop gets them from its own sampler. The steps run in a
+thread of their own that sets torch's thread count, as the server's job worker does (under load, torch
+on 2 threads ran this model's steps several times slower from the main thread than from another).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from toolkit.server.engine.model import BaseModelSpec, load_model
+from toolkit.server.training.config import RLConfig
+from toolkit.server.training.forward import Batch, make_batch
+from toolkit.server.training.loss import LossInputs, policy_loss
+from toolkit.server.training.policy import BETAS
+from toolkit.server.training.sequences import ChatFormat
+from toolkit.server.training.trainer import GRAD_CLIP, plan_rl, sft_batches
+from toolkit.types.training import JobKind, TrajectoryGroup
+
+
+class BareLoop:
+    """One model and one AdamW, trained in place on ``threads`` torch threads."""
+
+    def __init__(self, spec: BaseModelSpec, kind: JobKind, threads: int) -> None:
+        self.spec = spec
+        self.format = ChatFormat(spec)
+        self.model = load_model(spec)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=0.0, betas=BETAS[kind], weight_decay=0.0)
+        self.worker = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(threads,))
+
+    def timed(self, steps: Callable[[], None]) -> float:
+        """Seconds ``steps`` take in the loop's thread."""
+
+        def run() -> float:
+            started = time.perf_counter()
+            steps()
+            return time.perf_counter() - started
+
+        return self.worker.submit(run).result()
+
+    def logprobs(self, batch: Batch) -> torch.Tensor:
+        """``[B, T]``: log p(token t | tokens before it), 0 at t = 0 (the server's layout)."""
+        logits = self.model(input_ids=batch.tokens, attention_mask=batch.attention).logits[:, :-1]
+        picked = torch.log_softmax(logits.float(), -1).gather(-1, batch.tokens[:, 1:, None]).squeeze(-1)
+        return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+
+    def update(self, loss: torch.Tensor, lr: float) -> None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, GRAD_CLIP)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+class BareRL(BareLoop):
+    """An RL step: every minibatch of the server's plan (``num_iterations`` passes) once."""
+
+    def __init__(self, spec: BaseModelSpec, cfg: RLConfig, threads: int) -> None:
+        super().__init__(spec, "rl", threads)
+        self.cfg = cfg
+
+    def batches(self, groups: Sequence[TrajectoryGroup], seed: int) -> list[Batch]:
+        plan = plan_rl(groups, self.cfg, self.format, seed)
+        return [make_batch(b, self.spec.pad_token_id) for b in plan.batches]
+
+    def step(self, batches: Sequence[Batch]) -> float:
+        """Seconds for the gradient steps over ``batches``."""
+
+        def steps() -> None:
+            self.model.eval()  # as the server: no dropout, so the first ratio is exactly 1
+            for batch in batches:
+                inputs = LossInputs(
+                    new_logprobs=self.logprobs(batch),
+                    old_logprobs=batch.logprobs,
+                    advantages=batch.advantages,
+                    mask=batch.mask,
+                    weights=batch.weights,
+                )
+                self.update(policy_loss(inputs, self.cfg).loss, self.cfg.learning_rate)
+
+        return self.timed(steps)
+
+
+class BareSFT(BareLoop):
+    """SFT batches: cross-entropy on the assistant tokens, averaged over them."""
+
+    def __init__(self, spec: BaseModelSpec, threads: int) -> None:
+        super().__init__(spec, "sft", threads)
+
+    def batches(self, conversations: Sequence[list[dict[str, Any]]], batch_size: int) -> list[Batch]:
+        samples = [s for messages in conversations for s in self.format.conversation(messages, None)]
+        return [make_batch(b, self.spec.pad_token_id) for b in sft_batches(samples, batch_size)]
+
+    def step(self, batches: Sequence[Batch], lr: float) -> float:
+        """Seconds for one gradient step per batch."""
+
+        def steps() -> None:
+            self.model.train()
+            for batch in batches:
+                logp = self.logprobs(batch)
+                self.update(-(logp * batch.mask).sum() / batch.mask.sum().clamp(min=1), lr)
+
+        return self.timed(steps)
