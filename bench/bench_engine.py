@@ -1,29 +1,38 @@
-"""Decode throughput of the engine over HTTP against transformers' ``generate``, same model, same prompts.
+"""Decode throughput of the engine over HTTP against transformers' ``generate``, same model, same prompts;
+group rollouts with and without prefix sharing.
 
-    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16] [--smoke]
+    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16] [--groups 6] [--smoke]
 
 Starts ``toolkit serve`` on a temporary data folder (the built-in model), then measures, greedy with
 EOS ignored so every request decodes exactly ``--tokens`` tokens:
 - engine over HTTP, one request at a time and 16 concurrent requests (tokens/s, wall clock);
 - time to first token of a streamed request with a short prompt (p50 over 20 requests);
 - health-check latency while 16 requests decode;
-- transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16, on as many torch
-  threads as the engine uses (``ENGINE_THREADS``).
-Prints a Markdown table with the ratios (the figures for docs/performance.md).
-``--smoke``: 4 tokens, 2 requests, 3 samples per median, in seconds (the test suite runs it, so a broken
-bench fails CI; its figures mean nothing).
+- transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16, on 1 and on
+  ``ENGINE_THREADS`` torch threads, keeping the faster (the engine picks its thread count per step);
+- group rollouts: ``--groups`` groups of 8 completions of 32 tokens at T=1 (EOS ignored) for a
+  300-token prompt of their own, sent as one request with ``n``=8 and as 8 concurrent requests, on
+  this server and on a second one started with ``--no-enable-prefix-caching``: completion tokens/s,
+  and the prompt tokens the engine ran through the model per group (its ``prefilled_tokens`` counter
+  in ``GET /v1/health``).
+Prints the load average and two Markdown tables with the ratios (the figures for docs/performance.md).
+``--smoke``: 4 tokens, 2 requests, 3 samples per median, 1 group, in seconds (the test suite runs it,
+so a broken bench fails CI; its figures mean nothing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -35,11 +44,14 @@ from toolkit.server.engine.model import ensure_builtin, load_model
 from toolkit.server.engine.template import render_chat
 
 MESSAGES = [{"role": "user", "content": "Write a short story about a robot."}]
+GROUP_SIZE, GROUP_TOKENS, GROUP_PROMPT_CHARS = 8, 32, 281  # a 300-token chat prompt (byte tokens)
+INSTRUCTIONS = "Reverse the word, then explain each step of how you did it, briefly and clearly. "
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_server(data_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, str]:
+    (data_dir / "server.json").unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -111,6 +123,50 @@ def health_while_decoding(http: httpx.Client, url: str, key: str, requests: int,
     return statistics.median(times)
 
 
+def prefilled_tokens(http: httpx.Client) -> int:
+    """The engine's count of prompt tokens run through the model since it started."""
+    r = http.get("/v1/health")
+    r.raise_for_status()
+    return int(r.json()["models"][0]["prefilled_tokens"])
+
+
+def group_messages() -> list[dict[str, str]]:
+    """A prompt no earlier request shares (its first block differs), ``GROUP_PROMPT_CHARS`` long."""
+    text = f"Group {uuid.uuid4().hex}. " + INSTRUCTIONS * 4
+    return [{"role": "user", "content": text[:GROUP_PROMPT_CHARS]}]
+
+
+def group_rollouts(http: httpx.Client, groups: int, as_n: bool) -> tuple[float, float, int]:
+    """Completion tokens/s of ``groups`` group rollouts in a row (one ``n`` request or concurrent
+    requests per group), the prompt tokens prefilled per group, and the prompt's length."""
+    body = {"max_tokens": GROUP_TOKENS, "temperature": 1.0, "ignore_eos": True}
+    produced, prompt_tokens = 0, 0
+    lock = threading.Lock()
+
+    def one(messages: list[dict[str, str]], n: int) -> None:
+        nonlocal produced, prompt_tokens
+        r = http.post("/v1/chat/completions", json={**body, "messages": messages, "n": n})
+        r.raise_for_status()
+        with lock:
+            produced += r.json()["usage"]["completion_tokens"]
+            prompt_tokens = r.json()["usage"]["prompt_tokens"]
+
+    before = prefilled_tokens(http)
+    start = time.perf_counter()
+    for _ in range(groups):
+        messages = group_messages()
+        if as_n:
+            one(messages, GROUP_SIZE)
+            continue
+        threads = [threading.Thread(target=one, args=(messages, 1)) for _ in range(GROUP_SIZE)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    elapsed = time.perf_counter() - start
+    return produced / elapsed, (prefilled_tokens(http) - before) / groups, prompt_tokens
+
+
 def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> float:
     ids = torch.tensor([prompt] * batch)
     mask = torch.ones_like(ids)
@@ -134,64 +190,113 @@ def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int) ->
     return statistics.median(times)
 
 
+def best_of_threads(measure: Callable[[], float], higher_is_better: bool = True) -> tuple[float, int]:
+    """``measure()`` on 1 torch thread and on ``ENGINE_THREADS``; the better figure and its thread count."""
+    results = []
+    for threads in sorted({1, ENGINE_THREADS}):
+        torch.set_num_threads(threads)
+        results.append((measure(), threads))
+    return max(results) if higher_is_better else min(results)
+
+
+def load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=16)
-    parser.add_argument("--smoke", action="store_true", help="4 tokens, 2 requests, 3 samples, for CI")
+    parser.add_argument("--groups", type=int, default=6)
+    parser.add_argument("--smoke", action="store_true", help="4 tokens, 2 requests, 1 group, for CI")
     args = parser.parse_args()
     if args.smoke:
-        args.tokens, args.requests = 4, 2
+        args.tokens, args.requests, args.groups = 4, 2, 1
     samples = 3 if args.smoke else 20
-    torch.set_num_threads(ENGINE_THREADS)  # the peer (generate, in this process) on the engine's thread count
+    load_start = load()
+    groups: dict[tuple[bool, bool], tuple[float, float, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         spec = ensure_builtin(data_dir)
-        proc, url, key = start_server(data_dir)
-        try:
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
-                engine_throughput(http, 1, 8, 1)  # warm-up
-                engine_1 = engine_throughput(http, 1, args.tokens, 4)
-                engine_n = engine_throughput(http, args.requests, args.tokens, 2)
-                ttft = ttft_ms(http, samples)
-                health = health_while_decoding(http, url, key, args.requests, args.tokens)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+        for sharing in (True, False):
+            proc, url, key = start_server(data_dir, *([] if sharing else ["--no-enable-prefix-caching"]))
+            try:
+                with httpx.Client(
+                    base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600
+                ) as http:
+                    engine_throughput(http, 1, 8, 1)  # warm-up
+                    if sharing:
+                        engine_1 = engine_throughput(http, 1, args.tokens, 4)
+                        engine_n = engine_throughput(http, args.requests, args.tokens, 2)
+                        ttft = ttft_ms(http, samples)
+                        health = health_while_decoding(http, url, key, args.requests, args.tokens)
+                    group_rollouts(http, 1, as_n=False)  # warm-up
+                    for as_n in (True, False):
+                        groups[sharing, as_n] = group_rollouts(http, args.groups, as_n)
+            finally:
+                proc.terminate()
+                proc.wait(30)
         model = load_model(spec)
         prompt = Codec.from_folder(spec.folder).encode(
             render_chat(
                 spec.chat_template, MESSAGES, add_generation_prompt=True, continue_final_message=False
             )
         )
-        gen_1 = generate_throughput(model, prompt, 1, args.tokens)
-        gen_n = generate_throughput(model, prompt, args.requests, args.tokens)
-        gen_ttft = generate_ttft_ms(model, prompt, samples)
+        gen_1, threads_1 = best_of_threads(lambda: generate_throughput(model, prompt, 1, args.tokens))
+        gen_n, threads_n = best_of_threads(
+            lambda: generate_throughput(model, prompt, args.requests, args.tokens)
+        )
+        gen_ttft, threads_ttft = best_of_threads(lambda: generate_ttft_ms(model, prompt, samples), False)
     n = args.requests
     rows = [
-        ("decode tokens/s, 1 request", f"{engine_1:,.0f}", f"{gen_1:,.0f}", f"{engine_1 / gen_1:.2f}x"),
+        (
+            "decode tokens/s, 1 request",
+            f"{engine_1:,.0f}",
+            f"{gen_1:,.0f} ({threads_1}t)",
+            f"{engine_1 / gen_1:.2f}x",
+        ),
         (
             f"decode tokens/s, {n} concurrent / batch {n}",
             f"{engine_n:,.0f}",
-            f"{gen_n:,.0f}",
+            f"{gen_n:,.0f} ({threads_n}t)",
             f"{engine_n / gen_n:.2f}x",
         ),
         (
             f"{n} concurrent vs generate at batch 1",
             f"{engine_n:,.0f}",
-            f"{gen_1:,.0f}",
+            f"{gen_1:,.0f} ({threads_1}t)",
             f"{engine_n / gen_1:.2f}x",
         ),
-        ("time to first token p50 (ms)", f"{ttft:.1f}", f"{gen_ttft:.1f}", f"{gen_ttft / ttft:.2f}x faster"),
+        (
+            "time to first token p50 (ms)",
+            f"{ttft:.1f}",
+            f"{gen_ttft:.1f} ({threads_ttft}t)",
+            f"{gen_ttft / ttft:.2f}x faster",
+        ),
         (f"health check p50 while {n} decode (ms)", f"{health:.1f}", "", ""),
     ]
+    print(f"load average {load_start} at the start, {load()} at the end")
     print(f"model {spec.name}, prompt {len(prompt)} tokens, {args.tokens} new tokens per request, greedy\n")
-    print("| measure | engine over HTTP | transformers generate | ratio |")
+    print("| measure | engine over HTTP | transformers generate (threads) | ratio |")
     print("|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    prompt_len = groups[True, True][2]
+    print(
+        f"\ngroup rollouts: {args.groups} groups of {GROUP_SIZE} x {GROUP_TOKENS} tokens at T=1, "
+        f"a {prompt_len}-token prompt per group\n"
+    )
+    print("| group rollout | prefix sharing | no prefix sharing | ratio |")
+    print("|---|---|---|---|")
+    for as_n, label in ((True, f"`n`={GROUP_SIZE}"), (False, f"{GROUP_SIZE} concurrent requests")):
+        (shared, shared_fill, _), (plain, plain_fill, _) = groups[True, as_n], groups[False, as_n]
+        print(f"| {label}, completion tokens/s | {shared:,.0f} | {plain:,.0f} | {shared / plain:.2f}x |")
+        print(
+            f"| {label}, prompt tokens prefilled per group | {shared_fill:,.0f} | {plain_fill:,.0f} "
+            f"| {plain_fill / max(shared_fill, 1):.2f}x fewer |"
+        )
 
 
 if __name__ == "__main__":

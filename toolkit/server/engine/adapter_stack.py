@@ -78,10 +78,6 @@ class AdapterStack:
     def resident(self) -> int:
         return len(self._resident)
 
-    @property
-    def bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
-
     def slot_bytes(self, rank: int) -> int:
         per_layer = sum(len(t.modules) * rank * (t.in_features + t.out_features) for t in self.targets)
         return per_layer * self.n_layers * torch.empty((), dtype=self.dtype).element_size()
@@ -140,6 +136,7 @@ class AdapterStack:
             a_new.append(a_row)
             b_new.append(b_row)
         self.a, self.b, self.capacity, self.rank = a_new, b_new, capacity, rank
+        self.bytes = sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
 
     def _check(self, adapter: LoraAdapter) -> None:
         """The adapter's targets exist in this base model with the same shapes."""
