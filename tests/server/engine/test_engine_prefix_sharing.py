@@ -1,13 +1,18 @@
 """Prompt prefixes shared by the requests admitted together: prefilled once, same tokens as unshared.
 
-The requests are queued before the engine starts, so its first pass admits them all at once (what
-concurrent requests of a group rollout do when they arrive during a step)."""
+In the engine's own tests the requests are queued before it starts, so its first pass admits them
+all at once (what the concurrent requests of a group rollout do when they arrive during one step);
+the last test sends group rollouts over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
+from chat_helpers import chat
 
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
@@ -117,3 +122,33 @@ async def test_a_later_request_reuses_the_cached_blocks(spec: BaseModelSpec) -> 
         engine.stop()
     assert cached == [0, (len(ids) - 1) // BLOCK * BLOCK]
     assert engine.status.prefilled_tokens == 2 * len(ids) - cached[1]
+
+
+def prefilled(http: httpx.Client) -> int:
+    return int(http.get("/v1/health").json()["models"][0]["prefilled_tokens"])
+
+
+def test_group_rollouts_over_http_prefill_their_prompt_once(http: httpx.Client) -> None:
+    """A group as ``n``=8 and as 8 concurrent requests: the engine's counter of prompt tokens run
+    through the model grows by one prompt (and, for the requests, the few tokens after the last
+    shared block), and ``cached_tokens`` reports the rest."""
+
+    def group_prompt() -> list[dict[str, str]]:
+        return [{"role": "user", "content": uuid.uuid4().hex + " Reverse each word you are given. " * 8}]
+
+    body = {"max_tokens": 4, "temperature": 1.0, "ignore_eos": True}
+    before = prefilled(http)
+    group = chat(http, messages=group_prompt(), n=8, **body)
+    length = group["usage"]["prompt_tokens"]
+    assert len(group["choices"]) == 8 and length > 250
+    assert prefilled(http) - before == length
+
+    messages = group_prompt()
+    before = prefilled(http)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: chat(http, messages=messages, **body), range(8)))
+    computed = sum(
+        a["usage"]["prompt_tokens"] - a["usage"]["prompt_tokens_details"]["cached_tokens"] for a in answers
+    )
+    assert computed <= length + 7 * BLOCK  # against 8 x length without sharing
+    assert prefilled(http) - before == computed
