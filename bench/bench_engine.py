@@ -1,28 +1,31 @@
 """Decode throughput of the engine over HTTP against transformers' ``generate``, same model, same prompts;
 group rollouts with and without prefix sharing.
 
-    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16] [--groups 6] [--smoke]
+    .venv/bin/python bench/bench_engine.py [--tokens 128] [--requests 16] [--groups 4] [--rounds 3] [--smoke]
 
-Starts ``toolkit serve`` on a temporary data folder (the built-in model), then measures, greedy with
-EOS ignored so every request decodes exactly ``--tokens`` tokens:
-- engine over HTTP, one request at a time and 16 concurrent requests (tokens/s, wall clock);
+Starts two ``toolkit serve`` (the built-in model), the second with ``--no-enable-prefix-caching``,
+loads the same weights for ``generate`` in this process, then runs ``--rounds`` interleaved rounds
+of every measure (the load of a shared machine moves between measures: each keeps its best round):
+- engine over HTTP, one request at a time and 16 concurrent requests, greedy with EOS ignored so
+  every request decodes exactly ``--tokens`` tokens (tokens/s, wall clock);
 - time to first token of a streamed request with a short prompt (p50 over 20 requests);
-- health-check latency while 16 requests decode;
-- transformers ``generate`` (KV cache, greedy) in this process at batch 1 and batch 16, on 1 and on
-  ``ENGINE_THREADS`` torch threads, keeping the faster (the engine picks its thread count per step);
-- group rollouts: ``--groups`` groups of 8 completions of 32 tokens at T=1 (EOS ignored) for a
-  300-token prompt of their own, sent as one request with ``n``=8 and as 8 concurrent requests, on
-  this server and on a second one started with ``--no-enable-prefix-caching``: completion tokens/s,
-  and the prompt tokens the engine ran through the model per group (its ``prefilled_tokens`` counter
-  in ``GET /v1/health``).
+- transformers ``generate`` (KV cache, greedy) at batch 1 and batch 16, and its time to the first
+  token, on 1 torch thread and on ``ENGINE_THREADS``, keeping the faster (the engine picks its thread
+  count per forward);
+- group rollouts: ``--groups`` groups of 8 completions of 32 tokens at T=1 (EOS ignored), each group
+  on a 300-token prompt of its own, sent as one request with ``n``=8 and as 8 concurrent requests,
+  to both servers: completion tokens/s, and the prompt tokens the engine ran through the model per
+  group (its ``prefilled_tokens`` counter in ``GET /v1/health``);
+then the health-check latency while 16 requests decode.
 Prints the load average and two Markdown tables with the ratios (the figures for docs/performance.md).
-``--smoke``: 4 tokens, 2 requests, 3 samples per median, 1 group, in seconds (the test suite runs it,
-so a broken bench fails CI; its figures mean nothing).
+``--smoke``: 4 tokens, 2 requests, 3 samples per median, 1 group, 1 round, in seconds (the test suite
+runs it, so a broken bench fails CI; its figures mean nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,7 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -49,7 +52,6 @@ INSTRUCTIONS = "Reverse the word, then explain each step of how you did it, brie
 
 
 def start_server(data_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, str]:
-    (data_dir / "server.json").unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
         stdout=subprocess.DEVNULL,
@@ -190,13 +192,28 @@ def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int) ->
     return statistics.median(times)
 
 
-def best_of_threads(measure: Callable[[], float], higher_is_better: bool = True) -> tuple[float, int]:
-    """``measure()`` on 1 torch thread and on ``ENGINE_THREADS``; the better figure and its thread count."""
+def on_each_thread_count(measure: Callable[[], float]) -> list[tuple[float, int]]:
+    """``measure()`` on 1 torch thread and on ``ENGINE_THREADS``, each with its thread count."""
     results = []
     for threads in sorted({1, ENGINE_THREADS}):
         torch.set_num_threads(threads)
         results.append((measure(), threads))
-    return max(results) if higher_is_better else min(results)
+    return results
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, *args: str) -> Iterator[tuple[httpx.Client, str, str]]:
+    """``toolkit serve *args`` on ``data_dir``, its weights loaded, and a client of it."""
+    data_dir.mkdir()
+    proc, url, key = start_server(data_dir, *args)
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
+            engine_throughput(http, 1, 8, 1)  # warm-up
+            group_rollouts(http, 1, as_n=False)
+            yield http, url, key
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def load() -> str:
@@ -209,46 +226,44 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=16)
-    parser.add_argument("--groups", type=int, default=6)
-    parser.add_argument("--smoke", action="store_true", help="4 tokens, 2 requests, 1 group, for CI")
+    parser.add_argument("--groups", type=int, default=4, help="group rollouts per round and case")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="4 tokens, 2 requests, 1 group, 1 round, for CI")
     args = parser.parse_args()
     if args.smoke:
-        args.tokens, args.requests, args.groups = 4, 2, 1
+        args.tokens, args.requests, args.groups, args.rounds = 4, 2, 1, 1
     samples = 3 if args.smoke else 20
+    n = args.requests
     load_start = load()
-    groups: dict[tuple[bool, bool], tuple[float, float, int]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        data_dir = Path(tmp)
-        spec = ensure_builtin(data_dir)
-        for sharing in (True, False):
-            proc, url, key = start_server(data_dir, *([] if sharing else ["--no-enable-prefix-caching"]))
-            try:
-                with httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600
-                ) as http:
-                    engine_throughput(http, 1, 8, 1)  # warm-up
-                    if sharing:
-                        engine_1 = engine_throughput(http, 1, args.tokens, 4)
-                        engine_n = engine_throughput(http, args.requests, args.tokens, 2)
-                        ttft = ttft_ms(http, samples)
-                        health = health_while_decoding(http, url, key, args.requests, args.tokens)
-                    group_rollouts(http, 1, as_n=False)  # warm-up
-                    for as_n in (True, False):
-                        groups[sharing, as_n] = group_rollouts(http, args.groups, as_n)
-            finally:
-                proc.terminate()
-                proc.wait(30)
+    ours: dict[str, list[float]] = {"1": [], "n": [], "ttft": []}
+    peer: dict[str, list[tuple[float, int]]] = {"1": [], "n": [], "ttft": []}
+    groups: dict[tuple[bool, bool], list[tuple[float, float, int]]] = {
+        (sharing, as_n): [] for sharing in (True, False) for as_n in (True, False)
+    }
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
+        http, url, key = servers.enter_context(serving(Path(tmp) / "sharing"))
+        plain, _, _ = servers.enter_context(serving(Path(tmp) / "plain", "--no-enable-prefix-caching"))
+        spec = ensure_builtin(Path(tmp) / "sharing")
         model = load_model(spec)
         prompt = Codec.from_folder(spec.folder).encode(
             render_chat(
                 spec.chat_template, MESSAGES, add_generation_prompt=True, continue_final_message=False
             )
         )
-        gen_1, threads_1 = best_of_threads(lambda: generate_throughput(model, prompt, 1, args.tokens))
-        gen_n, threads_n = best_of_threads(
-            lambda: generate_throughput(model, prompt, args.requests, args.tokens)
-        )
-        gen_ttft, threads_ttft = best_of_threads(lambda: generate_ttft_ms(model, prompt, samples), False)
+        for _ in range(args.rounds):  # interleaved, each measure keeps its best round
+            ours["1"].append(engine_throughput(http, 1, args.tokens, 2))
+            peer["1"] += on_each_thread_count(lambda: generate_throughput(model, prompt, 1, args.tokens))
+            ours["n"].append(engine_throughput(http, n, args.tokens, 1))
+            peer["n"] += on_each_thread_count(lambda: generate_throughput(model, prompt, n, args.tokens))
+            ours["ttft"].append(ttft_ms(http, samples))
+            peer["ttft"] += on_each_thread_count(lambda: generate_ttft_ms(model, prompt, samples))
+            for as_n in (True, False):
+                for sharing, client in ((True, http), (False, plain)):
+                    groups[sharing, as_n].append(group_rollouts(client, args.groups, as_n))
+        health = health_while_decoding(http, url, key, n, args.tokens)
+    engine_1, engine_n, ttft = max(ours["1"]), max(ours["n"]), min(ours["ttft"])
+    (gen_1, threads_1), (gen_n, threads_n) = max(peer["1"]), max(peer["n"])
+    gen_ttft, threads_ttft = min(peer["ttft"])
     n = args.requests
     rows = [
         (
@@ -277,21 +292,26 @@ def main() -> None:
         ),
         (f"health check p50 while {n} decode (ms)", f"{health:.1f}", "", ""),
     ]
-    print(f"load average {load_start} at the start, {load()} at the end")
+    print(
+        f"load average {load_start} at the start, {load()} at the end; "
+        f"best of {args.rounds} interleaved rounds"
+    )
     print(f"model {spec.name}, prompt {len(prompt)} tokens, {args.tokens} new tokens per request, greedy\n")
     print("| measure | engine over HTTP | transformers generate (threads) | ratio |")
     print("|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    prompt_len = groups[True, True][2]
+    prompt_len = groups[True, True][0][2]
     print(
-        f"\ngroup rollouts: {args.groups} groups of {GROUP_SIZE} x {GROUP_TOKENS} tokens at T=1, "
+        f"\ngroup rollouts: {args.groups} groups of {GROUP_SIZE} x {GROUP_TOKENS} tokens at T=1 per round, "
         f"a {prompt_len}-token prompt per group\n"
     )
     print("| group rollout | prefix sharing | no prefix sharing | ratio |")
     print("|---|---|---|---|")
     for as_n, label in ((True, f"`n`={GROUP_SIZE}"), (False, f"{GROUP_SIZE} concurrent requests")):
-        (shared, shared_fill, _), (plain, plain_fill, _) = groups[True, as_n], groups[False, as_n]
+        shared, plain = max(r[0] for r in groups[True, as_n]), max(r[0] for r in groups[False, as_n])
+        shared_fill = statistics.mean(r[1] for r in groups[True, as_n])
+        plain_fill = statistics.mean(r[1] for r in groups[False, as_n])
         print(f"| {label}, completion tokens/s | {shared:,.0f} | {plain:,.0f} | {shared / plain:.2f}x |")
         print(
             f"| {label}, prompt tokens prefilled per group | {shared_fill:,.0f} | {plain_fill:,.0f} "
