@@ -45,6 +45,7 @@ class LoraRows:
     """The adapter slot of each row of one forward pass (0: the base model)."""
 
     def __init__(self, slots: list[int], device: torch.device) -> None:
+        self.rows = len(slots)
         distinct = sorted(set(slots))
         self.active = any(distinct)
         self.uniform = distinct[0] if len(distinct) == 1 else None
