@@ -7,16 +7,18 @@ Starts two ``toolkit serve`` (the built-in model), the second with ``--no-enable
 loads the same weights for ``generate`` in this process, then runs ``--rounds`` interleaved rounds
 of every measure (the load of a shared machine moves between measures: each keeps its best round):
 - engine over HTTP, one request at a time and 16 concurrent requests, greedy with EOS ignored so
-  every request decodes exactly ``--tokens`` tokens (tokens/s, wall clock);
+  every request decodes exactly ``--tokens`` tokens;
 - time to first token of a streamed request with a short prompt (p50 over 20 requests);
 - transformers ``generate`` (KV cache, greedy) at batch 1 and batch 16, and its time to the first
   token, on 1 torch thread and on ``ENGINE_THREADS``, keeping the faster (the engine picks its thread
   count per forward);
 - group rollouts: ``--groups`` groups of 8 completions of 32 tokens at T=1 (EOS ignored), each group
   on a 300-token prompt of its own, sent as one request with ``n``=8 and as 8 concurrent requests,
-  to both servers: completion tokens/s, and the prompt tokens the engine ran through the model per
-  group (its ``prefilled_tokens`` counter in ``GET /v1/health``);
-then the health-check latency while 16 requests decode.
+  to both servers, and the prompt tokens the engine ran through the model per group (its
+  ``prefilled_tokens`` counter in ``GET /v1/health``);
+then the health-check latency while 16 requests decode. Throughputs are given per second of wall
+time and per second of CPU time of the process that does the work (the server, or this process for
+``generate``): on a machine shared with other work, waiting for a core costs wall time, not CPU time.
 Prints the load average and two Markdown tables with the ratios (the figures for docs/performance.md).
 ``--smoke``: 4 tokens, 2 requests, 3 samples per median, 1 group, 1 round, in seconds (the test suite
 runs it, so a broken bench fails CI; its figures mean nothing).
@@ -36,7 +38,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import torch
@@ -46,9 +50,49 @@ from toolkit.server.engine.engine import ENGINE_THREADS
 from toolkit.server.engine.model import ensure_builtin, load_model
 from toolkit.server.engine.template import render_chat
 
+T = TypeVar("T")
 MESSAGES = [{"role": "user", "content": "Write a short story about a robot."}]
 GROUP_SIZE, GROUP_TOKENS, GROUP_PROMPT_CHARS = 8, 32, 281  # a 300-token chat prompt (byte tokens)
 INSTRUCTIONS = "Reverse the word, then explain each step of how you did it, briefly and clearly. "
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Tokens per second of wall time and per second of CPU time of the process doing the work."""
+
+    wall: float
+    cpu: float
+
+
+@dataclass(frozen=True)
+class Server:
+    http: httpx.Client
+    pid: int
+    url: str
+    key: str
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of process ``pid`` so far (this process when None; Linux's /proc)."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def metered(pid: int | None) -> Iterator[Callable[[int], Rate]]:
+    """Times the block; yields the function giving the :class:`Rate` of the tokens it produced
+    (CPU time: that of process ``pid``, this process when None), to call after the block."""
+    wall, cpu = time.perf_counter(), cpu_seconds(pid)
+    ends: list[float] = []
+
+    def rate(tokens: int) -> Rate:
+        return Rate(tokens / (ends[0] - wall), tokens / max(ends[1] - cpu, 0.01))
+
+    yield rate
+    ends += [time.perf_counter(), cpu_seconds(pid)]
 
 
 def start_server(data_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -71,26 +115,46 @@ def start_server(data_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], s
     raise TimeoutError("server did not start")
 
 
-def engine_throughput(http: httpx.Client, concurrency: int, tokens: int, rounds: int) -> float:
+@contextlib.contextmanager
+def serving(data_dir: Path, *args: str) -> Iterator[Server]:
+    """``toolkit serve *args`` on ``data_dir``, warmed up (its weights loaded)."""
+    data_dir.mkdir()
+    proc, url, key = start_server(data_dir, *args)
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
+            server = Server(http, proc.pid, url, key)
+            engine_throughput(server, 1, 8, 1)
+            group_rollouts(server, 1, as_n=False)
+            yield server
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def concurrently(calls: list[Callable[[], None]]) -> None:
+    threads = [threading.Thread(target=call) for call in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def engine_throughput(server: Server, concurrency: int, tokens: int, rounds: int) -> Rate:
     body = {"messages": MESSAGES, "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
     produced = 0
     lock = threading.Lock()
 
     def one() -> None:
         nonlocal produced
-        r = http.post("/v1/chat/completions", json=body)
+        r = server.http.post("/v1/chat/completions", json=body)
         r.raise_for_status()
         with lock:
             produced += r.json()["usage"]["completion_tokens"]
 
-    start = time.perf_counter()
-    for _ in range(rounds):
-        threads = [threading.Thread(target=one) for _ in range(concurrency)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    return produced / (time.perf_counter() - start)
+    with metered(server.pid) as rate:
+        for _ in range(rounds):
+            concurrently([one] * concurrency)
+    return rate(produced)
 
 
 def ttft_ms(http: httpx.Client, samples: int) -> float:
@@ -109,12 +173,12 @@ def ttft_ms(http: httpx.Client, samples: int) -> float:
     return statistics.median(times)
 
 
-def health_while_decoding(http: httpx.Client, url: str, key: str, requests: int, tokens: int) -> float:
+def health_while_decoding(server: Server, requests: int, tokens: int) -> float:
     """p50 of health checks while ``requests`` requests decode (at least one check)."""
-    busy = threading.Thread(target=engine_throughput, args=(http, requests, tokens, 1))
+    busy = threading.Thread(target=engine_throughput, args=(server, requests, tokens, 1))
     busy.start()
     times = []
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as probe:
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}) as probe:
         time.sleep(0.2)
         while not times or busy.is_alive():
             start = time.perf_counter()
@@ -138,46 +202,40 @@ def group_messages() -> list[dict[str, str]]:
     return [{"role": "user", "content": text[:GROUP_PROMPT_CHARS]}]
 
 
-def group_rollouts(http: httpx.Client, groups: int, as_n: bool) -> tuple[float, float, int]:
-    """Completion tokens/s of ``groups`` group rollouts in a row (one ``n`` request or concurrent
-    requests per group), the prompt tokens prefilled per group, and the prompt's length."""
+def group_rollouts(server: Server, groups: int, as_n: bool) -> tuple[Rate, float, int]:
+    """The completion tokens' rate of ``groups`` group rollouts in a row (one ``n`` request or
+    concurrent requests per group), the prompt tokens prefilled per group, and the prompt's length."""
     body = {"max_tokens": GROUP_TOKENS, "temperature": 1.0, "ignore_eos": True}
     produced, prompt_tokens = 0, 0
     lock = threading.Lock()
 
     def one(messages: list[dict[str, str]], n: int) -> None:
         nonlocal produced, prompt_tokens
-        r = http.post("/v1/chat/completions", json={**body, "messages": messages, "n": n})
+        r = server.http.post("/v1/chat/completions", json={**body, "messages": messages, "n": n})
         r.raise_for_status()
         with lock:
             produced += r.json()["usage"]["completion_tokens"]
             prompt_tokens = r.json()["usage"]["prompt_tokens"]
 
-    before = prefilled_tokens(http)
-    start = time.perf_counter()
-    for _ in range(groups):
-        messages = group_messages()
-        if as_n:
-            one(messages, GROUP_SIZE)
-            continue
-        threads = [threading.Thread(target=one, args=(messages, 1)) for _ in range(GROUP_SIZE)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    elapsed = time.perf_counter() - start
-    return produced / elapsed, (prefilled_tokens(http) - before) / groups, prompt_tokens
+    before = prefilled_tokens(server.http)
+    with metered(server.pid) as rate:
+        for _ in range(groups):
+            messages = group_messages()
+            if as_n:
+                one(messages, GROUP_SIZE)
+            else:
+                concurrently([lambda m=messages: one(m, 1)] * GROUP_SIZE)
+    return rate(produced), (prefilled_tokens(server.http) - before) / groups, prompt_tokens
 
 
-def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> float:
+def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> Rate:
     ids = torch.tensor([prompt] * batch)
     mask = torch.ones_like(ids)
     kwargs = {"do_sample": False, "max_new_tokens": tokens, "min_new_tokens": tokens, "pad_token_id": 259}
     model.generate(ids, attention_mask=mask, **{**kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
-    start = time.perf_counter()
-    out = model.generate(ids, attention_mask=mask, **kwargs)
-    elapsed = time.perf_counter() - start
-    return (out.shape[1] - len(prompt)) * batch / elapsed
+    with metered(None) as rate:
+        out = model.generate(ids, attention_mask=mask, **kwargs)
+    return rate((out.shape[1] - len(prompt)) * batch)
 
 
 def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int) -> float:
@@ -192,7 +250,7 @@ def generate_ttft_ms(model: torch.nn.Module, prompt: list[int], samples: int) ->
     return statistics.median(times)
 
 
-def on_each_thread_count(measure: Callable[[], float]) -> list[tuple[float, int]]:
+def on_each_thread_count(measure: Callable[[], T]) -> list[tuple[T, int]]:
     """``measure()`` on 1 torch thread and on ``ENGINE_THREADS``, each with its thread count."""
     results = []
     for threads in sorted({1, ENGINE_THREADS}):
@@ -201,23 +259,15 @@ def on_each_thread_count(measure: Callable[[], float]) -> list[tuple[float, int]
     return results
 
 
-@contextlib.contextmanager
-def serving(data_dir: Path, *args: str) -> Iterator[tuple[httpx.Client, str, str]]:
-    """``toolkit serve *args`` on ``data_dir``, its weights loaded, and a client of it."""
-    data_dir.mkdir()
-    proc, url, key = start_server(data_dir, *args)
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
-            engine_throughput(http, 1, 8, 1)  # warm-up
-            group_rollouts(http, 1, as_n=False)
-            yield http, url, key
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
 def load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def main() -> None:
@@ -235,14 +285,16 @@ def main() -> None:
     samples = 3 if args.smoke else 20
     n = args.requests
     load_start = load()
-    ours: dict[str, list[float]] = {"1": [], "n": [], "ttft": []}
-    peer: dict[str, list[tuple[float, int]]] = {"1": [], "n": [], "ttft": []}
-    groups: dict[tuple[bool, bool], list[tuple[float, float, int]]] = {
+    ours: dict[int, list[Rate]] = {1: [], n: []}
+    peer: dict[int, list[tuple[Rate, int]]] = {1: [], n: []}
+    ttfts: list[float] = []
+    peer_ttfts: list[tuple[float, int]] = []
+    groups: dict[tuple[bool, bool], list[tuple[Rate, float, int]]] = {
         (sharing, as_n): [] for sharing in (True, False) for as_n in (True, False)
     }
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
-        http, url, key = servers.enter_context(serving(Path(tmp) / "sharing"))
-        plain, _, _ = servers.enter_context(serving(Path(tmp) / "plain", "--no-enable-prefix-caching"))
+        shared = servers.enter_context(serving(Path(tmp) / "sharing"))
+        plain = servers.enter_context(serving(Path(tmp) / "plain", "--no-enable-prefix-caching"))
         spec = ensure_builtin(Path(tmp) / "sharing")
         model = load_model(spec)
         prompt = Codec.from_folder(spec.folder).encode(
@@ -251,39 +303,33 @@ def main() -> None:
             )
         )
         for _ in range(args.rounds):  # interleaved, each measure keeps its best round
-            ours["1"].append(engine_throughput(http, 1, args.tokens, 2))
-            peer["1"] += on_each_thread_count(lambda: generate_throughput(model, prompt, 1, args.tokens))
-            ours["n"].append(engine_throughput(http, n, args.tokens, 1))
-            peer["n"] += on_each_thread_count(lambda: generate_throughput(model, prompt, n, args.tokens))
-            ours["ttft"].append(ttft_ms(http, samples))
-            peer["ttft"] += on_each_thread_count(lambda: generate_ttft_ms(model, prompt, samples))
+            for batch in (1, n):
+                ours[batch].append(engine_throughput(shared, batch, args.tokens, 2 if batch == 1 else 1))
+                peer[batch] += on_each_thread_count(
+                    lambda b=batch: generate_throughput(model, prompt, b, args.tokens)
+                )
+            ttfts.append(ttft_ms(shared.http, samples))
+            peer_ttfts += on_each_thread_count(lambda: generate_ttft_ms(model, prompt, samples))
             for as_n in (True, False):
-                for sharing, client in ((True, http), (False, plain)):
-                    groups[sharing, as_n].append(group_rollouts(client, args.groups, as_n))
-        health = health_while_decoding(http, url, key, n, args.tokens)
-    engine_1, engine_n, ttft = max(ours["1"]), max(ours["n"]), min(ours["ttft"])
-    (gen_1, threads_1), (gen_n, threads_n) = max(peer["1"]), max(peer["n"])
-    gen_ttft, threads_ttft = min(peer["ttft"])
-    n = args.requests
-    rows = [
-        (
-            "decode tokens/s, 1 request",
-            f"{engine_1:,.0f}",
-            f"{gen_1:,.0f} ({threads_1}t)",
-            f"{engine_1 / gen_1:.2f}x",
-        ),
-        (
-            f"decode tokens/s, {n} concurrent / batch {n}",
-            f"{engine_n:,.0f}",
-            f"{gen_n:,.0f} ({threads_n}t)",
-            f"{engine_n / gen_n:.2f}x",
-        ),
-        (
-            f"{n} concurrent vs generate at batch 1",
-            f"{engine_n:,.0f}",
-            f"{gen_1:,.0f} ({threads_1}t)",
-            f"{engine_n / gen_1:.2f}x",
-        ),
+                for sharing, server in ((True, shared), (False, plain)):
+                    groups[sharing, as_n].append(group_rollouts(server, args.groups, as_n))
+        health = health_while_decoding(shared, n, args.tokens)
+    rows = []
+    for unit, pick in (("tokens/s", lambda r: r.wall), ("tokens per CPU-second", lambda r: r.cpu)):
+        best = {batch: max(pick(r) for r in rates) for batch, rates in ours.items()}
+        best_peer = {batch: max((pick(r), t) for r, t in rates) for batch, rates in peer.items()}
+        for label, batch, against in (
+            ("1 request", 1, 1),
+            (f"{n} concurrent / batch {n}", n, n),
+            (f"{n} concurrent vs generate at batch 1", n, 1),
+        ):
+            theirs, threads = best_peer[against]
+            ratio = f"{best[batch] / theirs:.2f}x"
+            rows.append(
+                (f"decode {unit}, {label}", f"{best[batch]:,.0f}", f"{theirs:,.0f} ({threads}t)", ratio)
+            )
+    ttft, (gen_ttft, threads_ttft) = min(ttfts), min(peer_ttfts)
+    rows += [
         (
             "time to first token p50 (ms)",
             f"{ttft:.1f}",
@@ -297,26 +343,28 @@ def main() -> None:
         f"best of {args.rounds} interleaved rounds"
     )
     print(f"model {spec.name}, prompt {len(prompt)} tokens, {args.tokens} new tokens per request, greedy\n")
-    print("| measure | engine over HTTP | transformers generate (threads) | ratio |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    table(("measure", "engine over HTTP", "transformers generate (threads)", "ratio"), rows)
+    group_rows = []
+    for as_n, label in ((True, f"`n`={GROUP_SIZE}"), (False, f"{GROUP_SIZE} concurrent requests")):
+        for unit, pick in (("tokens/s", lambda r: r.wall), ("tokens per CPU-second", lambda r: r.cpu)):
+            with_sharing = max(pick(r[0]) for r in groups[True, as_n])
+            without = max(pick(r[0]) for r in groups[False, as_n])
+            ratio = f"{with_sharing / without:.2f}x"
+            group_rows.append(
+                (f"{label}, completion {unit}", f"{with_sharing:,.0f}", f"{without:,.0f}", ratio)
+            )
+        fill = statistics.mean(r[1] for r in groups[True, as_n])
+        plain_fill = statistics.mean(r[1] for r in groups[False, as_n])
+        ratio = f"{plain_fill / max(fill, 1):.2f}x fewer"
+        group_rows.append(
+            (f"{label}, prompt tokens prefilled per group", f"{fill:,.0f}", f"{plain_fill:,.0f}", ratio)
+        )
     prompt_len = groups[True, True][0][2]
     print(
         f"\ngroup rollouts: {args.groups} groups of {GROUP_SIZE} x {GROUP_TOKENS} tokens at T=1 per round, "
         f"a {prompt_len}-token prompt per group\n"
     )
-    print("| group rollout | prefix sharing | no prefix sharing | ratio |")
-    print("|---|---|---|---|")
-    for as_n, label in ((True, f"`n`={GROUP_SIZE}"), (False, f"{GROUP_SIZE} concurrent requests")):
-        shared, plain = max(r[0] for r in groups[True, as_n]), max(r[0] for r in groups[False, as_n])
-        shared_fill = statistics.mean(r[1] for r in groups[True, as_n])
-        plain_fill = statistics.mean(r[1] for r in groups[False, as_n])
-        print(f"| {label}, completion tokens/s | {shared:,.0f} | {plain:,.0f} | {shared / plain:.2f}x |")
-        print(
-            f"| {label}, prompt tokens prefilled per group | {shared_fill:,.0f} | {plain_fill:,.0f} "
-            f"| {plain_fill / max(shared_fill, 1):.2f}x fewer |"
-        )
+    table(("group rollout", "prefix sharing", "no prefix sharing", "ratio"), group_rows)
 
 
 if __name__ == "__main__":
