@@ -68,6 +68,7 @@ def _serve(args: argparse.Namespace) -> int:
             trust_request_chat_template=args.trust_request_chat_template,
             priority_scheduling=args.scheduling_policy == "priority",
             max_num_seqs=args.max_num_seqs,
+            enable_prefix_caching=args.enable_prefix_caching,
             inference_url=args.inference_url,
             inference_api_key=args.inference_api_key,
         )
@@ -260,6 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=32,
         help="sequences decoded at once; more requests wait (default: 32)",
+    )
+    serve.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reuse the keys/values of prompt prefixes across requests: cached 16-token blocks, and "
+        "requests admitted together with one prefix prefill it once (default: on; "
+        "--no-enable-prefix-caching turns it off, as in vLLM)",
     )
     serve.add_argument(
         "--inference-url",

@@ -74,6 +74,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         placement=placement,
         max_num_seqs=settings.max_num_seqs,
         priority_scheduling=settings.priority_scheduling,
+        enable_prefix_caching=settings.enable_prefix_caching,
         lora_bytes=settings.max_lora_bytes,
     )
     db = Database(settings.db_path, MIGRATIONS)

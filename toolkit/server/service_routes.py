@@ -37,6 +37,8 @@ def health(svc: Services = Depends(services), _: User = Depends(current_user)) -
             checkpoints=base.engine.checkpoints,
             running=base.engine.running,
             waiting=base.engine.waiting,
+            prompt_tokens=base.engine.prompt_tokens,
+            prefilled_tokens=base.engine.prefilled_tokens,
         )
         for base in svc.chat.served.status()
     ]

@@ -26,6 +26,7 @@ class Settings:
     trust_request_chat_template: bool = False
     priority_scheduling: bool = False
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
+    enable_prefix_caching: bool = True  # reuse prompt prefixes across requests (engine/prefill.py)
     max_body_bytes: int = MAX_BODY_BYTES
     # an external OpenAI-compatible server (vLLM with --enable-lora) that generates instead of the
     # local engines, and the key it expects (chat/external.py)

@@ -469,6 +469,8 @@ class ServedBaseModel(WireModel):
     checkpoints: int = 0  # whole-weight checkpoints loaded beside the base
     running: int = 0  # sequences decoding
     waiting: int = 0  # requests queued
+    prompt_tokens: int = 0  # prompt tokens of the requests admitted since the server started
+    prefilled_tokens: int = 0  # of which run through the model (the rest reused cached or shared keys/values)
 
 
 class Health(WireModel):

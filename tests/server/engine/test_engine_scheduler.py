@@ -13,6 +13,7 @@ from toolkit.server.engine.engine import ENGINE_THREADS, Engine
 from toolkit.server.engine.events import Event, Failed, Finished, Started
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin
 from toolkit.server.engine.request import BeamParams, Request, Weights
+from toolkit.server.engine.resources import SERIAL_WORK
 from toolkit.server.engine.sampling import SamplingParams
 from toolkit.server.engine.template import render_chat
 
@@ -64,6 +65,8 @@ async def run(engine: Engine, req: Request) -> list[Event]:
 async def test_torch_threads_are_set_in_the_engine_thread_not_the_callers(
     spec: BaseModelSpec, caller_threads: int
 ) -> None:
+    """The prefill of a long prompt runs on the engine's threads, each one-row decode step of the
+    1M-parameter model on one (``SERIAL_WORK``); the caller's count never changes."""
     seen: list[tuple[str, int]] = []
 
     def record(output: list[int], logits: torch.Tensor) -> torch.Tensor:
@@ -72,18 +75,21 @@ async def test_torch_threads_are_set_in_the_engine_thread_not_the_callers(
 
     engine = Engine.for_model(spec, threads=3)
     assert torch.get_num_threads() == caller_threads  # constructing the engine changed nothing here
+    params = SamplingParams(max_tokens=3, ignore_eos=True, logits_processors=[record])
+    req = request(engine, params)
+    req.prompt_ids = engine.codec.encode("a long prompt " * 20)
     engine.start()
     try:
-        events = await run(
-            engine,
-            request(engine, SamplingParams(max_tokens=3, ignore_eos=True, logits_processors=[record])),
-        )
+        events = await run(engine, req)
     finally:
         engine.stop()
+    assert (
+        engine.weights.base.parameters * len(req.prompt_ids) >= SERIAL_WORK > engine.weights.base.parameters
+    )
     assert isinstance(events[0], Started)
     finished = events[-1]
     assert isinstance(finished, Finished) and len(finished.token_ids) == 3
-    assert seen == [("toolkit-engine", 3)] * 3
+    assert seen == [("toolkit-engine", 3), ("toolkit-engine", 1), ("toolkit-engine", 1)]
     assert torch.get_num_threads() == caller_threads
 
 

@@ -45,6 +45,7 @@ class LoraRows:
     """The adapter slot of each row of one forward pass (0: the base model)."""
 
     def __init__(self, slots: list[int], device: torch.device) -> None:
+        self.rows = len(slots)
         distinct = sorted(set(slots))
         self.active = any(distinct)
         self.uniform = distinct[0] if len(distinct) == 1 else None
@@ -77,10 +78,6 @@ class AdapterStack:
     @property
     def resident(self) -> int:
         return len(self._resident)
-
-    @property
-    def bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
 
     def slot_bytes(self, rank: int) -> int:
         per_layer = sum(len(t.modules) * rank * (t.in_features + t.out_features) for t in self.targets)
@@ -140,6 +137,7 @@ class AdapterStack:
             a_new.append(a_row)
             b_new.append(b_row)
         self.a, self.b, self.capacity, self.rank = a_new, b_new, capacity, rank
+        self.bytes = sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
 
     def _check(self, adapter: LoraAdapter) -> None:
         """The adapter's targets exist in this base model with the same shapes."""

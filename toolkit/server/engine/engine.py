@@ -27,9 +27,11 @@ from .codec import Codec
 from .device import Placement, pick_placement
 from .events import Delta, Event, Failed, Finished, PromptLogprob, Started
 from .model import BaseModelSpec
-from .prefix_cache import BLOCK, PrefixCache, block_keys
+from .prefill import Prompt, plan, prefill
+from .prefix_cache import PrefixCache, block_keys
 from .request import Request
-from .resources import LORA_BYTES, torch_threads
+from .resources import LORA_BYTES, SERIAL_WORK, torch_threads
+from .runner import Runner
 from .running import Batch, Sequence
 from .sampling import StepResult, sample
 from .structured import Compiler
@@ -53,6 +55,8 @@ class EngineStatus:
     adapter_bytes: int = 0
     running: int = 0
     waiting: int = 0
+    prompt_tokens: int = 0  # prompt tokens of the requests admitted since the start
+    prefilled_tokens: int = 0  # of which run through the model (the rest were reused)
 
 
 class Engine:
@@ -79,9 +83,13 @@ class Engine:
         threads: int = ENGINE_THREADS,
         placement: Placement | None = None,
         lora_bytes: int = LORA_BYTES,
+        enable_prefix_caching: bool = True,
     ) -> None:
         self.spec, self.codec = spec, codec
         self.threads = threads
+        self._current_threads = 0
+        self.enable_prefix_caching = enable_prefix_caching
+        self.prompt_tokens = self.prefilled_tokens = 0
         self.placement = placement or pick_placement("cpu")
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
@@ -111,6 +119,7 @@ class Engine:
         threads: int = ENGINE_THREADS,
         placement: Placement | None = None,
         lora_bytes: int = LORA_BYTES,
+        enable_prefix_caching: bool = True,
     ) -> Engine:
         return cls(
             spec,
@@ -120,6 +129,7 @@ class Engine:
             threads=threads,
             placement=placement,
             lora_bytes=lora_bytes,
+            enable_prefix_caching=enable_prefix_caching,
         )
 
     @property
@@ -163,6 +173,7 @@ class Engine:
 
     def _loop(self) -> None:
         torch.set_num_threads(self.threads)
+        self._current_threads = self.threads
         while True:
             with self._wake:
                 while not self._stopping and not self._inbox and not self._waiting and not self._running():
@@ -218,6 +229,7 @@ class Engine:
             if not batch.seqs:
                 del self._batches[key]
         for job in list(self._beams):
+            self._threads(job.runner, job.width)
             if job.req.cancelled or job.step():
                 self._end_beam(job)
         self._refresh_status()
@@ -264,72 +276,71 @@ class Engine:
             adapter_bytes=usage.adapter_bytes,
             running=self._running(),
             waiting=len(self._waiting),
+            prompt_tokens=self.prompt_tokens,
+            prefilled_tokens=self.prefilled_tokens,
         )
+
+    def _threads(self, runner: Runner, tokens: int) -> None:
+        """Run the next forward (``tokens`` rows) on one torch thread when it is too small to gain
+        from more, else on :attr:`threads`: each op of a small forward takes microseconds, and
+        handing half of it to a second thread and waiting for it costs more than it saves (far
+        more when other processes keep the cores busy; docs/performance.md measures it)."""
+        want = 1 if runner.parameters * tokens < SERIAL_WORK else self.threads
+        if want != self._current_threads:
+            torch.set_num_threads(want)
+            self._current_threads = want
 
     def _start_beams(self, admitted: list[tuple[Request, Route]]) -> None:
         for req, route in admitted:
+            self._threads(route.runner, len(req.prompt_ids))
             job = BeamJob(req, route, self.codec, self.spec.eos_token_ids, self.spec.max_model_len)
             req.emit(Started(0, None))
             self._beams.append(job)
 
     def _admit(self, admitted: list[tuple[Request, Route]]) -> None:
-        """Prefill requests sharing one runner in one forward pass (cached prefix blocks reused; each
-        prompt through its own adapter), then sample each sequence's first token."""
-        reqs = [req for req, _ in admitted]
-        key, runner = admitted[0][1].key, admitted[0][1].runner
-        batch = self._batches.get(key) or Batch(admitted[0][1], self.weights)
-        self._batches[key] = batch
-        eos = self.spec.eos_token_ids
-        parents: list[Sequence] = []
-        starts: list[int] = []
-        keys: list[list[str]] = []
+        """Prefill requests sharing one runner (reusing cached or shared prompt prefixes, each prompt
+        through its own adapter, :mod:`.prefill`), then sample each sequence's first token."""
+        runner = admitted[0][1].runner
+        batch = self._batches.get(admitted[0][1].key) or Batch(admitted[0][1], self.weights)
+        self._batches[admitted[0][1].key] = batch
+        prompts: list[Prompt] = []
         for req, route in admitted:
-            prompt, slot = req.prompt_ids, len(batch.seqs)
-            seqs = [
-                Sequence(req, index, slot + index, route, self.codec, eos) for index in range(len(req.params))
-            ]
-            batch.seqs.extend(seqs)
-            parents.append(seqs[0])
-            batch.cache.reserve(slot + len(req.params), len(prompt))
+            slot, n = len(batch.seqs), len(req.params)
+            batch.seqs.extend(
+                Sequence(req, i, slot + i, route, self.codec, self.spec.eos_token_ids) for i in range(n)
+            )
+            batch.cache.reserve(slot + n, len(req.prompt_ids))
+            shares = self.enable_prefix_caching and req.cache_scope is not None
             scope = f"{req.weights.key}|{req.cache_scope}"
-            keys.append(block_keys(scope, prompt[:-1]) if req.cache_scope is not None else [])
-            blocks = self.prefix_cache.lookup(keys[-1]) if req.prompt_logprobs is None else []
-            for i, block in enumerate(blocks):
-                batch.cache.write_block(slot, i * BLOCK, block)
-            starts.append(len(blocks) * BLOCK)
-        last, full = runner.prefill(
-            batch.cache,
-            [p.slot for p in parents],
-            [p.prompt_ids[start:] for p, start in zip(parents, starts, strict=True)],
-            starts,
-            [r.prompt_logprobs is not None for r in reqs],
-            [p.route.adapter for p in parents],
-        )
+            keys = block_keys(scope, req.prompt_ids[:-1]) if shares else []
+            prompts.append(Prompt(req, slot, route.adapter, keys))
+        plan(prompts, self.prefix_cache)
+        self._threads(runner, sum(len(p.req.prompt_ids) - p.start for p in prompts))
+        last, full = prefill(runner, batch.cache, prompts, self.prefix_cache)
         last = last.cpu()
         rows: list[Sequence] = []
         parent_rows: list[int] = []
-        for i, (req, parent) in enumerate(zip(reqs, parents, strict=True)):
-            for b, block_key in enumerate(keys[i]):
-                if block_key not in self.prefix_cache:
-                    self.prefix_cache.store(
-                        block_key, batch.cache.read_block(parent.slot, b * BLOCK, (b + 1) * BLOCK)
-                    )
-            for index in range(1, len(req.params)):
-                batch.cache.copy_slot(parent.slot, parent.slot + index, len(req.prompt_ids))
+        for i, p in enumerate(prompts):
+            req, n = p.req, len(p.req.params)
+            self.prompt_tokens += len(req.prompt_ids)
+            self.prefilled_tokens += len(req.prompt_ids) - p.start
+            for index in range(1, n):  # the other choices copy the prompt's keys/values
+                batch.cache.copy_slot(p.slot, p.slot + index, len(req.prompt_ids))
             logits = full[i]
             prompt_lp = (
                 _prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
                 if logits is not None
                 else None
             )
-            req.emit(Started(starts[i], prompt_lp))
-            rows.extend(batch.seqs[parent.slot : parent.slot + len(req.params)])
-            parent_rows.extend([i] * len(req.params))
+            req.emit(Started(p.start, prompt_lp))
+            rows.extend(batch.seqs[p.slot : p.slot + n])
+            parent_rows.extend([i] * n)
         step = sample(last[torch.tensor(parent_rows)], rows, self._fallback)
         self._advance(batch, rows, step)
 
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs
+        self._threads(batch.runner, len(seqs))
         logits = batch.runner.decode(
             batch.cache,
             [s.output_ids[-1] for s in seqs],

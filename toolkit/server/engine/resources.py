@@ -8,6 +8,9 @@ import os
 
 DEFAULT_THREADS = 2
 SPIN_COUNT = "100"
+SERIAL_WORK = 64_000_000
+"""Parameters x tokens of a forward below which the engine runs it on one torch thread (the built-in
+1M-parameter model decoding a batch of up to 64, or prefilling up to ~60 tokens)."""
 LORA_BYTES = 1 << 30
 """Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
 

@@ -19,9 +19,11 @@ from torch import Tensor
 from transformers import PreTrainedModel
 
 from .adapter_stack import AdapterStack, LoraRows, Target
+from .prefix_cache import BLOCK
 
-WriteKV = Callable[[int, Tensor, Tensor], tuple[Tensor, Tensor]]
-"""Stores a layer's new keys/values in the cache and returns the keys/values to attend to."""
+Attend = Callable[[int, Tensor, Tensor, Tensor], Tensor]
+"""``(layer, q [R, heads, D], k, v [R, kv_heads, D])`` for the ``R`` positions of a forward: stores the
+new keys/values in the cache and returns the attention output ``[R, heads * D]``."""
 
 
 Norm = Callable[[Tensor], Tensor]
@@ -38,30 +40,31 @@ def _norm(module: torch.nn.Module) -> Norm:
     return lambda x: F.rms_norm(x, shape, weight, eps)
 
 
+@dataclass(frozen=True)
+class _Proj:
+    """``x @ weight_t (+ bias)`` for ``x [rows, in]``; ``weight_t`` is a transposed view, made once."""
+
+    weight_t: Tensor
+    bias: Tensor | None
+
+    @classmethod
+    def of(cls, *linears: torch.nn.Linear) -> _Proj:
+        """The projections ``linears`` side by side (their weights concatenated)."""
+        weight = torch.cat([x.weight.data for x in linears]) if len(linears) > 1 else linears[0].weight.data
+        biases = [x.bias.data for x in linears if x.bias is not None]
+        return cls(weight.t(), torch.cat(biases) if biases else None)
+
+
 @dataclass
 class _Layer:
     norm1: Norm
-    qkv: torch.nn.Linear
+    qkv: _Proj
     q_norm: Norm | None
     k_norm: Norm | None
-    o_proj: torch.nn.Linear
+    o_proj: _Proj
     norm2: Norm
-    gate_up: torch.nn.Linear
-    down: torch.nn.Linear
-
-
-def _fused(*linears: torch.nn.Linear) -> torch.nn.Linear:
-    """One linear layer computing ``linears`` side by side (built on the meta device, then given the
-    concatenated weights: no throw-away initialisation)."""
-    has_bias = linears[0].bias is not None
-    out = torch.nn.Linear(
-        linears[0].in_features, sum(x.out_features for x in linears), bias=has_bias, device="meta"
-    )
-    out.weight = torch.nn.Parameter(torch.cat([x.weight.data for x in linears]), requires_grad=False)
-    if has_bias:
-        biases = [x.bias.data for x in linears if x.bias is not None]
-        out.bias = torch.nn.Parameter(torch.cat(biases), requires_grad=False)
-    return out.eval()
+    gate_up: _Proj
+    down: _Proj
 
 
 class Runner:
@@ -87,17 +90,18 @@ class Runner:
         self.layers = [
             _Layer(
                 norm1=_norm(layer.input_layernorm),
-                qkv=_fused(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
+                qkv=_Proj.of(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
                 q_norm=_norm(layer.self_attn.q_norm) if hasattr(layer.self_attn, "q_norm") else None,
                 k_norm=_norm(layer.self_attn.k_norm) if hasattr(layer.self_attn, "k_norm") else None,
-                o_proj=layer.self_attn.o_proj,
+                o_proj=_Proj.of(layer.self_attn.o_proj),
                 norm2=_norm(layer.post_attention_layernorm),
-                gate_up=_fused(layer.mlp.gate_proj, layer.mlp.up_proj),
-                down=layer.mlp.down_proj,
+                gate_up=_Proj.of(layer.mlp.gate_proj, layer.mlp.up_proj),
+                down=_Proj.of(layer.mlp.down_proj),
             )
             for layer in layers
         ]
-        self.act = layers[0].mlp.act_fn
+        act = layers[0].mlp.act_fn
+        self.act = F.silu if getattr(cfg, "hidden_act", None) == "silu" else act
         self.vocab_size = int(self.lm_head.out_features)
         self.dtype = self.embed.weight.dtype
         self.device = self.embed.weight.device
@@ -105,12 +109,17 @@ class Runner:
             positions = torch.arange(max_len, device=self.device)[None]
             probe = torch.zeros(1, max_len, self.head_dim, device=self.device, dtype=self.dtype)
             cos, sin = core.rotary_emb(probe, positions)
-        self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
+        self.cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
+        # rotate_half(x) * sin == x.roll(D/2) * sin_signed: the first half of sin negated
+        half = self.head_dim // 2
+        self.sin_signed = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        self._no_mask = torch.zeros(1, 1, 1, device=self.device, dtype=self.dtype)
         # the fused projections replace the model's q/k/v and gate/up weights, freed with the model
         self.parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.parameters = sum(p.numel() for p in model.parameters())
         self.adapters: AdapterStack | None = None
         if lora_bytes is not None:
-            hidden, inter = self.embed.embedding_dim, self.layers[0].down.in_features
+            hidden, inter = self.embed.embedding_dim, self.layers[0].down.weight_t.shape[0]
             nq, nk = self.n_heads * self.head_dim, self.n_kv * self.head_dim
             targets = [
                 Target("qkv", hidden, (("q_proj", nq), ("k_proj", nk), ("v_proj", nk))),
@@ -123,19 +132,23 @@ class Runner:
     def new_cache(self) -> SlotCache:
         return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0], self.device)
 
-    @staticmethod
-    def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
-
     def _project(
-        self, linear: torch.nn.Linear, layer: int, target: int, x: Tensor, lora: LoraRows | None
+        self,
+        proj: _Proj,
+        layer: int,
+        target: int,
+        x: Tensor,
+        lora: LoraRows | None,
+        residual: Tensor | None = None,
     ) -> Tensor:
-        y = linear(x)
+        """``proj`` of ``x [rows, in]`` plus the rows' LoRA deltas, plus ``residual`` (one fused
+        matmul when there is nothing else to add)."""
+        if residual is not None and lora is None and proj.bias is None:
+            return torch.addmm(residual, x, proj.weight_t)
+        y = torch.mm(x, proj.weight_t) if proj.bias is None else torch.addmm(proj.bias, x, proj.weight_t)
         if lora is not None and self.adapters is not None:
-            y += self.adapters.delta(layer, target, x, lora)
-        return y
+            y += self.adapters.delta(layer, target, x.view(lora.rows, -1, x.shape[-1]), lora).view_as(y)
+        return y if residual is None else residual + y
 
     def _lora_rows(self, adapters: list[int] | None) -> LoraRows | None:
         if not adapters or not any(adapters):
@@ -144,30 +157,24 @@ class Runner:
             raise ValueError("these weights serve no LoRA adapters")
         return LoraRows(adapters, self.device)
 
-    def _layers(
-        self, h: Tensor, positions: Tensor, write: WriteKV, mask: Tensor, lora: LoraRows | None
-    ) -> Tensor:
-        b, t, _ = h.shape
-        nq, nk, d = self.n_heads * self.head_dim, self.n_kv * self.head_dim, self.head_dim
-        cos = self.cos[positions].unsqueeze(-3)  # [B, 1, T, D]
-        sin = self.sin[positions].unsqueeze(-3)
+    def _layers(self, h: Tensor, positions: Tensor, attend: Attend, lora: LoraRows | None) -> Tensor:
+        """The decoder layers over ``h [R, hidden]`` at ``positions [R]`` (a forward's rows and
+        positions flattened); queries and keys are normed (Qwen3) and rotated together, ``attend``
+        stores the keys/values and attends."""
+        nh, nkv, d = self.n_heads, self.n_kv, self.head_dim
+        nq, nk = nh * d, nkv * d
+        cos = self.cos[positions].unsqueeze(1)  # [R, 1, D]
+        sin = self.sin_signed[positions].unsqueeze(1)
         for i, layer in enumerate(self.layers):
-            x = layer.norm1(h)
-            q, k, v = self._project(layer.qkv, i, 0, x, lora).split((nq, nk, nk), dim=-1)
-            q = q.view(b, t, self.n_heads, d)
-            k = k.view(b, t, self.n_kv, d)
+            qkv = self._project(layer.qkv, i, 0, layer.norm1(h), lora)
+            qk = qkv[:, : nq + nk].view(-1, nh + nkv, d)
             if layer.q_norm is not None and layer.k_norm is not None:
-                q, k = layer.q_norm(q), layer.k_norm(k)
-            q = self._rotate(q.transpose(1, 2), cos, sin)
-            k = self._rotate(k.transpose(1, 2), cos, sin)
-            v = v.view(b, t, self.n_kv, d).transpose(1, 2)
-            keys, values = write(i, k, v)
-            out = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
-            )
-            h = h + self._project(layer.o_proj, i, 1, out.transpose(1, 2).reshape(b, t, nq), lora)
+                qk = torch.cat((layer.q_norm(qk[:, :nh]), layer.k_norm(qk[:, nh:])), dim=1)
+            qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary: x cos + rotate_half(x) sin
+            out = attend(i, qk[:, :nh], qk[:, nh:], qkv[:, nq + nk :].view(-1, nkv, d))
+            h = self._project(layer.o_proj, i, 1, out, lora, residual=h)
             gate, up = self._project(layer.gate_up, i, 2, layer.norm2(h), lora).chunk(2, dim=-1)
-            h = h + self._project(layer.down, i, 3, self.act(gate) * up, lora)
+            h = self._project(layer.down, i, 3, self.act(gate) * up, lora, residual=h)
         return h
 
     @torch.no_grad()
@@ -189,7 +196,7 @@ class Runner:
         """
         dev = self.device
         lengths = [len(p) for p in prompts]
-        t = max(lengths)
+        k, t = len(prompts), max(lengths)
         width = min(cache.max_len, max(s + t for s in starts))
         cache.reserve(max(slots) + 1, width)
         ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts], device=dev)
@@ -198,19 +205,28 @@ class Runner:
             max=width - 1
         )
         rows = torch.tensor(slots, device=dev)
-        mask = torch.arange(width, device=dev)[None, None, :] <= positions[:, :, None]  # [k, T, width]
+        mask = (torch.arange(width, device=dev)[None, None, :] <= positions[:, :, None])[:, None]
 
-        def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-            cache.k[i][rows[:, None], :, positions] = k.transpose(1, 2)
-            cache.v[i][rows[:, None], :, positions] = v.transpose(1, 2)
-            return cache.k[i][rows, :, :width], cache.v[i][rows, :, :width]
+        def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
+            cache.k[i][rows[:, None], :, positions] = key.view(k, t, self.n_kv, -1)
+            cache.v[i][rows[:, None], :, positions] = value.view(k, t, self.n_kv, -1)
+            keys, values = cache.k[i][rows, :, :width], cache.v[i][rows, :, :width]
+            out = F.scaled_dot_product_attention(
+                q.view(k, t, self.n_heads, -1).transpose(1, 2),
+                keys,
+                values,
+                attn_mask=mask,
+                scale=self.scale,
+                enable_gqa=self.n_kv != self.n_heads,
+            )
+            return out.transpose(1, 2).reshape(k * t, -1)
 
-        h = self._layers(self.embed(ids), positions, write, mask[:, None], self._lora_rows(adapters))
+        embedded = F.embedding(ids.view(-1), self.embed.weight)
+        h = self._layers(embedded, positions.view(-1), attend, self._lora_rows(adapters)).view(k, t, -1)
         ends = torch.tensor(lengths, device=dev) - 1
-        last = self.lm_head(self.norm(h[torch.arange(len(prompts), device=dev), ends])).float()
+        last = self._logits(h[torch.arange(k, device=dev), ends])
         every: list[Tensor | None] = [
-            self.lm_head(self.norm(h[i, : lengths[i]])).float() if full and full[i] else None
-            for i in range(len(prompts))
+            self._logits(h[i, : lengths[i]]) if full and full[i] else None for i in range(k)
         ]
         return last, every
 
@@ -219,23 +235,42 @@ class Runner:
         self, cache: SlotCache, tokens: list[int], positions: list[int], adapters: list[int] | None = None
     ) -> Tensor:
         """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]`` through adapter slot
-        ``adapters[b]``; returns float32 logits ``[B, V]``."""
+        ``adapters[b]``; returns float32 logits ``[B, V]``.
+
+        Each layer's new keys/values go to the cache with one ``index_copy_`` each, and attention is
+        two batched matmuls per layer over strided views of the cache (the query heads sharing a
+        key/value head as one row group), with a mask built once per step (none when every row is
+        at the same position): at one query per row this is cheaper on the CPU than
+        ``scaled_dot_product_attention``.
+        """
         b = len(tokens)
         width = max(positions) + 1
         cache.reserve(b, width)
         dev = self.device
+        nkv, group, d, length = self.n_kv, self.n_heads // self.n_kv, self.head_dim, cache.length
         at = torch.tensor(positions, device=dev)
-        rows = torch.arange(b, device=dev)
-        mask = torch.arange(width, device=dev)[None, :] <= at[:, None]  # [B, width]
+        # the flat row of (slot, kv head, position) in a cache tensor viewed as [-1, head_dim]
+        flat = (torch.arange(b * nkv, device=dev).view(b, nkv) * length + at[:, None]).view(-1)
+        mask = self._no_mask
+        if min(positions) < width - 1:
+            later = torch.arange(width, device=dev)[None, :] > at[:, None]
+            mask = torch.zeros(b, width, device=dev, dtype=self.dtype).masked_fill_(later, -float("inf"))
+            mask = mask.repeat_interleave(nkv, dim=0)[:, None]  # [B * kv, 1, width]
 
-        def write(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-            cache.k[i][rows, :, at] = k[:, :, 0]
-            cache.v[i][rows, :, at] = v[:, :, 0]
-            return cache.k[i][:b, :, :width], cache.v[i][:b, :, :width]
+        def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
+            cache.flat_k[i].index_copy_(0, flat, key.reshape(-1, d))
+            cache.flat_v[i].index_copy_(0, flat, value.reshape(-1, d))
+            keys_t = cache.k[i].as_strided((b * nkv, d, width), (length * d, 1, d))
+            values = cache.v[i].as_strided((b * nkv, width, d), (length * d, d, 1))
+            scores = torch.baddbmm(mask, q.reshape(b * nkv, group, d), keys_t, alpha=self.scale)
+            return torch.bmm(scores.softmax(-1), values).view(b, -1)
 
-        ids = torch.tensor(tokens, device=dev)[:, None]
-        h = self._layers(self.embed(ids), at[:, None], write, mask[:, None, None], self._lora_rows(adapters))
-        return self.lm_head(self.norm(h[:, 0])).float()
+        embedded = F.embedding(torch.tensor(tokens, device=dev), self.embed.weight)
+        return self._logits(self._layers(embedded, at, attend, self._lora_rows(adapters)))
+
+    def _logits(self, h: Tensor) -> Tensor:
+        """float32 logits of the final hidden states ``h``."""
+        return F.linear(self.norm(h), self.lm_head.weight, self.lm_head.bias).float()
 
 
 class SlotCache:
@@ -246,9 +281,11 @@ class SlotCache:
     ) -> None:
         self.n_layers, self.n_kv, self.head_dim, self.max_len = n_layers, n_kv, head_dim, max_len
         self.dtype, self.device = dtype, device
-        self.slots, self.length = 0, 0
+        self.slots, self.length, self.bytes = 0, 0, 0
         self.k: list[Tensor] = []
         self.v: list[Tensor] = []
+        self.flat_k: list[Tensor] = []
+        self.flat_v: list[Tensor] = []
 
     def reserve(self, slots: int, length: int) -> None:
         if slots <= self.slots and length <= self.length:
@@ -267,10 +304,9 @@ class SlotCache:
                 else:
                     store.append(grown)
         self.slots, self.length = new_slots, new_len
-
-    @property
-    def bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for store in (self.k, self.v) for t in store)
+        self.bytes = sum(t.numel() * t.element_size() for store in (self.k, self.v) for t in store)
+        self.flat_k = [t.view(-1, self.head_dim) for t in self.k]  # [slots * kv_heads * length, D]
+        self.flat_v = [t.view(-1, self.head_dim) for t in self.v]
 
     def copy_slot(self, src: int, dst: int, length: int) -> None:
         for store in (self.k, self.v):
@@ -284,16 +320,21 @@ class SlotCache:
             for t in store:
                 t[: len(order), :, :length] = t[order, :, :length]
 
-    def read_block(self, slot: int, start: int, end: int) -> Tensor:
-        return torch.stack(
+    def read_blocks(self, slot: int, first: int, end: int) -> list[Tensor]:
+        """Blocks ``first..end-1`` of ``slot``, each ``[layers, 2, kv_heads, BLOCK, head_dim]`` (copies)."""
+        start, stop = first * BLOCK, end * BLOCK
+        joined = torch.stack(
             [
-                torch.stack((k[slot, :, start:end], v[slot, :, start:end]))
+                torch.stack((k[slot, :, start:stop], v[slot, :, start:stop]))
                 for k, v in zip(self.k, self.v, strict=True)
             ]
-        ).clone()
+        )
+        return [block.clone() for block in joined.split(BLOCK, dim=-2)]
 
-    def write_block(self, slot: int, start: int, block: Tensor) -> None:
-        end = start + block.shape[-2]
+    def write_blocks(self, slot: int, blocks: list[Tensor]) -> None:
+        """Blocks ``0..len(blocks)-1`` of ``slot`` become ``blocks``."""
+        joined = torch.cat(blocks, dim=-2)
+        end = joined.shape[-2]
         for i, (k, v) in enumerate(zip(self.k, self.v, strict=True)):
-            k[slot, :, start:end] = block[i, 0]
-            v[slot, :, start:end] = block[i, 1]
+            k[slot, :, :end] = joined[i, 0]
+            v[slot, :, :end] = joined[i, 1]

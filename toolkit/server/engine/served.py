@@ -50,6 +50,7 @@ class ServedModels:
         priority_scheduling: bool = False,
         lora_bytes: int = LORA_BYTES,
         threads: int = ENGINE_THREADS,
+        enable_prefix_caching: bool = True,
     ) -> None:
         if not specs:
             raise BaseModelError("no base model to serve")
@@ -62,6 +63,7 @@ class ServedModels:
                 threads=threads,
                 placement=placement,
                 lora_bytes=lora_bytes,
+                enable_prefix_caching=enable_prefix_caching,
             )
             for name in spec.names:
                 if name in self._engines:
