@@ -6,9 +6,10 @@ API only; prints held-out success and writes the curve to docs/performance.md ("
     python bench/learn_agent.py --smoke         # every step of the run at the smallest size, no write
 
 Per run: upload generated demonstrations (the call, the tool's result, the answer) and run SFT jobs
-until held-out success at T=1 leaves the floor, then RL steps: 8 scenarios x 8 multi-turn episodes
-rolled out through `/v1/chat/completions` with `tools` (toolkit.rollouts.Agent), one RL job on the
-groups (every assistant turn trained on its sampled tokens), the next checkpoint rolled out next.
+until held-out success at T=1 reaches --start-success (0.5), then RL steps: 8 scenarios x 8
+multi-turn episodes rolled out through `/v1/chat/completions` with `tools` (toolkit.rollouts.Agent),
+one RL job on the groups (every assistant turn trained on its sampled tokens), the next checkpoint
+rolled out next.
 Held-out success is measured on keys SFT and RL never saw.
 """
 
@@ -72,7 +73,7 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
         )
         return job.wait(progress=False).step
 
-    # SFT in jobs of --sft-chunk batches until held-out success at T=1 leaves the floor
+    # SFT in jobs of --sft-chunk batches until held-out success at T=1 reaches --start-success
     step = 0
     while result.sft_batches < args.sft_max_batches:
         n = args.sft_chunk
@@ -166,15 +167,15 @@ def main() -> None:
     parser.add_argument("--url")
     parser.add_argument("--key")
     parser.add_argument("--sft-batch-size", type=int, default=16)
-    parser.add_argument("--sft-lr", type=float, default=3e-4)
-    parser.add_argument("--sft-chunk", type=int, default=50, help="SFT batches per job")
-    parser.add_argument("--sft-max-batches", type=int, default=1500)
-    parser.add_argument("--start-success", type=float, default=0.2, help="SFT until this held-out success")
-    parser.add_argument("--rl-steps", type=int, default=40)
+    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--sft-chunk", type=int, default=100, help="SFT batches per job")
+    parser.add_argument("--sft-max-batches", type=int, default=800)
+    parser.add_argument("--start-success", type=float, default=0.5, help="SFT until this held-out success")
+    parser.add_argument("--rl-steps", type=int, default=60)
     parser.add_argument("--prompts", type=int, default=8, help="scenarios per RL step")
     parser.add_argument("--group-size", type=int, default=8, help="episodes per scenario")
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--pack", type=int, default=2048, help="packed_sequence_length")
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--pack", type=int, default=3072, help="packed_sequence_length (3072: 4 minibatches)")
     parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
