@@ -94,6 +94,12 @@ def answer_trajectory(
     return {"messages_and_choices": [*prompt(word), made], "reward": reward}
 
 
+def rewarded_group(client: tk.Client, model: str, copies: int = 1, **choice_kw: Any) -> dict[str, Any]:
+    """A group for ``cat``: the answer ``tac`` rewarded 1, ``xyz`` 0, ``copies`` times each."""
+    pair = [("tac", 1.0), ("xyz", 0.0)] * copies
+    return {"trajectories": [answer_trajectory(client, model, "cat", a, r, **choice_kw) for a, r in pair]}
+
+
 def job_events(client: tk.Client, job_id: str) -> list[TrainingJobEvent]:
     """Every event of a job (a job of these tests has fewer than 100)."""
     return list(client.training_jobs.events.list(job_id, limit=100))

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from client_helpers import fake_config
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -21,17 +22,6 @@ from toolkit.client.training_ops import op_list_models, op_log
 from toolkit.types.training import LogResponse
 
 LISTING = Extension("model listing", "keep the models you create")
-
-
-def config(name: str) -> Config:
-    return Config(
-        base_url="http://api.test",
-        api_key="tk-secret",
-        inference_url="http://api.test/v1",
-        trace_url="http://api.test/traces",
-        deployment=Deployment(name, "http://api.test"),  # type: ignore[arg-type]
-        max_retries=0,
-    )
 
 
 def listing() -> Op[Any]:
@@ -87,18 +77,19 @@ def test_kind_of_deployment_from_the_url_or_the_caller() -> None:
 def test_hosted_refuses_an_extension_without_sending_it(run: Any) -> None:
     server = Server(200, [])
     with pytest.raises(UnsupportedOperation) as err:
-        run(config("wandb"), server, listing())
+        run(fake_config("wandb"), server, listing())
     assert str(err.value) == (
         "the hosted W&B Training API has no model listing (a local-server extension); "
         "keep the models you create"
     )
     assert server.paths == []
-    assert run(config("wandb"), server, Op("GET", "/v1/health", lambda body: body)) == []  # the rest is sent
+    # the rest is sent
+    assert run(fake_config("wandb"), server, Op("GET", "/v1/health", lambda body: body)) == []
 
 
 @pytest.mark.parametrize(("status", "reason"), [(404, "Not Found"), (405, "Method Not Allowed")])
 def test_custom_learns_that_extension_routes_are_absent(run: Any, status: int, reason: str) -> None:
-    cfg = config("custom")
+    cfg = fake_config("custom")
     server = Server(status, {"detail": reason})
     with pytest.raises(UnsupportedOperation) as err:
         run(cfg, server, listing())
@@ -111,7 +102,7 @@ def test_custom_learns_that_extension_routes_are_absent(run: Any, status: int, r
 
 
 def test_a_missing_resource_is_not_a_missing_route(run: Any) -> None:
-    cfg = config("custom")
+    cfg = fake_config("custom")
     with pytest.raises(NotFoundError) as err:
         run(cfg, Server(404, {"detail": "Model m-1 not found"}), listing())
     assert str(err.value) == "Error code: 404 - Model m-1 not found"
@@ -124,7 +115,7 @@ def test_a_missing_resource_is_not_a_missing_route(run: Any) -> None:
 
 @pytest.mark.parametrize(("status", "content"), [(200, b""), (204, b""), (200, b"{}")])
 def test_log_accepts_the_hosted_empty_body(run: Any, status: int, content: bytes) -> None:
-    result = run(config("wandb"), Server(status, content=content), op_log("m-1", "val", []))
+    result = run(fake_config("wandb"), Server(status, content=content), op_log("m-1", "val", []))
     assert result == LogResponse()
     assert (result.model_id, result.step, result.num_trajectories, result.metrics) == (None, None, None, None)
 

@@ -10,22 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+from client_helpers import fake_config
 
 from toolkit.client import jobs
-from toolkit.client._transport import AsyncTransport, Config, SyncTransport
-from toolkit.client.deployment import Deployment
+from toolkit.client._transport import AsyncTransport, SyncTransport
 from toolkit.client.jobs import AsyncTrainingJobHandle, TrainingJobHandle
-
-
-def config(name: str) -> Config:
-    return Config(
-        base_url="http://api.test",
-        api_key="k",
-        inference_url="http://api.test/v1",
-        trace_url="http://api.test/traces",
-        deployment=Deployment(name, "http://api.test"),  # type: ignore[arg-type]
-        max_retries=0,
-    )
 
 
 def event(n: int, kind: str = "gradient_step") -> dict[str, Any]:
@@ -66,7 +55,7 @@ def test_following_asks_for_long_polls_where_the_extensions_are(
 ) -> None:
     server = Events()
     with httpx.Client(transport=httpx.MockTransport(server)) as http:
-        handle = TrainingJobHandle.bind("j", SyncTransport(config(deployment), http))
+        handle = TrainingJobHandle.bind("j", SyncTransport(fake_config(deployment), http))
         types = [e.type for e in handle.events(poll_interval=0.25)]
     assert types == ["training_started", "gradient_step", "training_ended"]
     assert server.waits == [wait] * 3
@@ -85,7 +74,7 @@ def test_the_async_handle_asks_for_long_polls_too() -> None:
 
     async def follow() -> list[str]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
-            handle = AsyncTrainingJobHandle.bind("j", AsyncTransport(config("local"), http))
+            handle = AsyncTrainingJobHandle.bind("j", AsyncTransport(fake_config("local"), http))
             return [e.type async for e in handle.events(poll_interval=0.01)]
 
     assert asyncio.run(follow()) == ["training_started", "gradient_step", "training_ended"]

@@ -18,6 +18,7 @@ from training_helpers import (
     job_events,
     new_model,
     prompt,
+    rewarded_group,
     scored_answer,
     served,
     wait_job,
@@ -180,12 +181,7 @@ def test_every_config_key_trains(server: LocalServer) -> None:
     client = server.client()
     model = new_model(client, "keys")
     base = served(model, 0)
-    group = {
-        "trajectories": [
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-        ]
-    }
+    group = rewarded_group(client, base)
     config = {
         "advantage_balance": 0.3,
         "epsilon": 0.1,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from training_helpers import (
     BASE,
-    answer_trajectory,
     job_events,
     new_model,
     prompt,
+    rewarded_group,
     served,
     wait_for_event,
     wait_job,
@@ -33,12 +33,7 @@ def test_untrainable_choices_fail_with_a_readable_message(server: LocalServer) -
     base = served(model, 0)
 
     def run(config: dict[str, object] | None = None, **choice_kw: object) -> TrainingJobHandle:
-        group = {
-            "trajectories": [
-                answer_trajectory(client, base, "cat", "tac", 1.0, **choice_kw),
-                answer_trajectory(client, base, "cat", "xyz", 0.0, **choice_kw),
-            ]
-        }
+        group = rewarded_group(client, base, **choice_kw)
         return client.training_jobs.create(
             model_id=model.id, trajectory_groups=[group], experimental_config=config
         )

@@ -13,6 +13,7 @@ from training_helpers import (
     answer_trajectory,
     job_events,
     new_model,
+    rewarded_group,
     served,
 )
 
@@ -26,14 +27,7 @@ def test_rl_job_moves_the_served_model_toward_the_rewarded_answer(server: LocalS
     client = server.client()
     model = new_model(client, "rl")
     base = served(model, 0)
-    group = {
-        "trajectories": [
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-        ]
-    }
+    group = rewarded_group(client, base, copies=2)
     before = {a: answer_logprob(client, base, "cat", a) for a in ("tac", "xyz")}
     config = {"ppo": True, "learning_rate": 1e-3, "packed_sequence_length": 40}
     job = client.training_jobs.create(
@@ -78,12 +72,7 @@ def test_num_iterations_replays_every_minibatch_off_policy(server: LocalServer) 
     client = server.client()
     model = new_model(client, "rl-iterations")
     base = served(model, 0)
-    group = {
-        "trajectories": [
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-        ]
-    }
+    group = rewarded_group(client, base)
     config = {
         "ppo": True,
         "learning_rate": 1e-3,

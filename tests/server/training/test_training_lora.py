@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import BASE, answer_logprob, answer_trajectory, served
+from training_helpers import BASE, answer_logprob, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
@@ -161,12 +161,7 @@ def test_rl_on_an_adapter_and_an_adapter_as_kl_reference(server: LocalServer) ->
     client = server.client()
     model = lora_model(client, rank=8)
     base = served(model, 0)
-    group = {
-        "trajectories": [
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-        ]
-    }
+    group = rewarded_group(client, base)
     before = {a: answer_logprob(client, base, "cat", a) for a in ("tac", "xyz")}
     config = {"ppo": True, "learning_rate": 1e-2, "packed_sequence_length": 40}
     job = client.training_jobs.create(

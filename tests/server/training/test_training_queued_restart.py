@@ -3,7 +3,14 @@ running server hands the worker the request it validated; only a restart reads t
 
 from __future__ import annotations
 
-from training_helpers import answer_trajectory, long_sft_job, new_model, served, wait_for_event, wait_job
+from training_helpers import (
+    long_sft_job,
+    new_model,
+    rewarded_group,
+    served,
+    wait_for_event,
+    wait_job,
+)
 
 from conftest import LocalServer
 
@@ -12,12 +19,7 @@ def test_a_queued_rl_job_runs_from_its_stored_request_after_a_kill(fresh_server:
     client = fresh_server.client()
     model = new_model(client, "queued-rl")
     base = served(model, 0)
-    group = {
-        "trajectories": [
-            answer_trajectory(client, base, "cat", "tac", 1.0),
-            answer_trajectory(client, base, "cat", "xyz", 0.0),
-        ]
-    }
+    group = rewarded_group(client, base)
     running = long_sft_job(client, model.id, seed=7)
     queued = client.training_jobs.create(
         model_id=model.id, trajectory_groups=[group], experimental_config={"learning_rate": 1e-4}
