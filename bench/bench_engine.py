@@ -96,16 +96,17 @@ def metered(pid: int | None) -> Iterator[Callable[[int], Rate]]:
 
 
 def start_server(
-    data_dir: Path, *args: str, env: dict[str, str] | None = None
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``toolkit serve *args`` on ``data_dir`` (``env`` added to this process's environment), once it
-    answers its health check: (process, URL, key)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
+    """``toolkit serve *args`` on ``data_dir`` (``env`` added to this process's environment, its
+    output to ``log`` if given), once it answers its health check: (process, URL, key)."""
+    with open(log or os.devnull, "wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

@@ -28,9 +28,10 @@ Two servers on the same folder: one as shipped, one with device sampling
   ``/v1/system-check`` device queue, the servers' GPU memory against the weights' bytes (and its
   growth when a job loads its base), the gradient steps timed by the job's events against the bare
   loop on the device, and the devices of this process's models.
-Prints Markdown tables and, with ``--out``, writes every figure as JSON.
-``--smoke``: a 2-layer model, 4 tokens, 1/2/4 concurrent, 2 adapters, 1 SFT batch, 1 RL group, 1
-round (tests/bench/test_bench_gpu.py runs it with ``--device cpu``).
+Prints Markdown tables and, with ``--out``, writes every figure as JSON. A section that fails is
+reported (with the servers' last log lines) and the run goes on; past ``--budget`` seconds the
+sections left are skipped. ``--smoke``: a 2-layer model, 4 tokens, 1/2/4 concurrent, 2 adapters, 1 SFT
+batch, 1 RL group, 1 round (tests/bench/test_bench_gpu.py runs it with ``--device cpu``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -92,8 +94,9 @@ SLOWER = 5.0  # the API's gradient steps this many times the bare loop's on the 
 
 @contextlib.contextmanager
 def served(folder: Path, args: list[str], env: dict[str, str]) -> Iterator[Server]:
+    """A server on ``folder``, its output in ``folder/server.log``."""
     folder.mkdir()
-    proc, url, key = start_server(folder, *args, env=env)
+    proc, url, key = start_server(folder, *args, env=env, log=folder / "server.log")
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
             yield Server(http, proc.pid, url, key)
@@ -111,8 +114,7 @@ def chat_prompt(spec: BaseModelSpec) -> list[int]:
 def get(server: Server, path: str) -> dict[str, Any]:
     r = server.http.get(path)
     assert r.status_code in (200, 503), r.text
-    body: dict[str, Any] = r.json()
-    return body
+    return dict(r.json())
 
 
 def peak_mib(device: torch.device) -> float:
@@ -123,16 +125,35 @@ def peak_mib(device: torch.device) -> float:
 
 
 class Bench:
-    """The run's figures, checks and timings, filled section by section."""
+    """The run's figures, checks, errors and timings, filled section by section."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self, device: torch.device, budget: float) -> None:
+        self.device, self.budget = device, budget
         self.figures: dict[str, Any] = {}
         self.checks: list[dict[str, Any]] = []
+        self.errors: dict[str, str] = {}
+        self.logs: list[Path] = []
         self.seconds: dict[str, float] = {}
         self.memory: dict[str, float | None] = {}
         self.started = time.perf_counter()
         self.mark = self.started
+
+    def run(self, name: str, work: Callable[[], object]) -> None:
+        """Section ``name``: a failure is recorded (with the servers' last log lines) and the run goes
+        on with the next section, so that one device run gives every figure it can; past the time
+        budget, the section is skipped."""
+        if time.perf_counter() - self.started > self.budget:
+            self.errors[name] = f"skipped: past the time budget of {self.budget:.0f} s"
+        else:
+            try:
+                work()
+            except Exception as exc:  # reported with the figures, never lost
+                self.errors[name] = "".join(traceback.format_exception_only(exc)).strip()
+                traceback.print_exc()
+                for log in self.logs:
+                    if log.exists():
+                        print(f"--- last lines of {log}:\n" + "\n".join(log.read_text().splitlines()[-30:]))
+        self.section(name)
 
     def section(self, name: str) -> None:
         """Close the section ``name`` (its seconds and this process's peak memory in it)."""
@@ -245,6 +266,16 @@ def training(bench: Bench, server: Server, folder: Path, args: Any) -> dict[str,
         f"{grown:,.0f} MiB" if grown is not None else "unreadable",
         None if grown is None else grown > 0,
     )
+    bench.figures["training"] = {
+        label: {
+            "api_s": pair.api.total,
+            "bare_s": pair.bare,
+            "ratio": pair.ratio,
+            "gradient_steps": pair.api.gradient_steps,
+            "phases_s": pair.api.phases,
+        }
+        for label, pair in results.items()
+    }
     for label, pair in results.items():
         ratio = pair.api.phases["gradient steps"] / pair.bare
         bench.check(
@@ -277,94 +308,70 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2, help="interleaved rounds (each measure keeps its best)"
     )
+    parser.add_argument("--budget", type=float, default=420, help="seconds after which sections are skipped")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     parser.add_argument("--smoke", action="store_true", help="tiny model and sizes, for CI (--device cpu)")
     args = parser.parse_args()
-    args.concurrency, args.adapters, args.sft_batches, args.groups, args.repeats = (
-        (1, 16, 64),
-        16,
-        4,
-        TARGET_GROUPS,
-        3,
-    )
-    args.steps, shape = 10, QWEN3_0_6B
+    args.concurrency, args.adapters, args.steps, shape = (1, 16, 64), 16, 10, QWEN3_0_6B
+    args.sft_batches, args.groups, args.repeats = 4, TARGET_GROUPS, 3
     if args.smoke:
-        args.tokens, args.rounds, args.concurrency, args.adapters = 4, 1, (1, 2, 4), 2
-        args.sft_batches, args.groups, args.repeats, args.steps, shape = 1, 1, 1, 2, SMOKE_SHAPE
+        args.tokens, args.rounds, args.concurrency, args.adapters, args.steps = 4, 1, (1, 2, 4), 2, 2
+        args.sft_batches, args.groups, args.repeats, shape = 1, 1, 1, SMOKE_SHAPE
     placement = pick_placement(args.device)
-    bench = Bench(placement.device)
+    bench = Bench(placement.device, args.budget)
     dtype = str(placement.dtype).removeprefix("torch.")
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
         root = Path(tmp)
         base = root / NAME
         built = write_folder(base, "qwen3", seed=0, **shape)
-        parameters = sum(p.numel() for p in built.parameters())
+        args.parameters = sum(p.numel() for p in built.parameters())
         folders = [root / f"lora{i}" for i in range(args.adapters)]
         write_adapters(folders, built, rank=8)
         del built
+        spec = from_folder(base, (NAME,))
+        args.prompt_tokens = len(chat_prompt(spec))
         bench.section("model and adapters written")
         common = ["--base-model", f"{base}={NAME}", "--device", args.device]
         common += ["--max-num-seqs", str(max(args.concurrency))]
         named = ["--lora-modules", *(f"lora{i}={f}" for i, f in enumerate(folders))]
+        bench.logs = [root / name / "server.log" for name in ("plain", "sampling")]
+        args.weights = 0
         with (
             served(root / "plain", [*common, *named], {"TOOLKIT_DEVICE_SAMPLING": "0"}) as plain,
             served(root / "sampling", common, {"TOOLKIT_DEVICE_SAMPLING": "1"}) as on_device,
         ):
-            for server in (plain, on_device):  # the weights load, the caches grow to the largest batch
-                engine_throughput(server, max(args.concurrency), 2, 1)
-            weights = health_checks(bench, plain, "plain server", dtype)
-            health_checks(bench, on_device, "device-sampling server", dtype)
-            bench.section("servers started and warmed up")
-            spec = from_folder(base, (NAME,))
+
+            def warm_up() -> None:  # the weights load, the caches grow to the largest batch
+                for server in (plain, on_device):
+                    engine_throughput(server, max(args.concurrency), 2, 1)
+                args.weights = health_checks(bench, plain, "plain server", dtype)
+                health_checks(bench, on_device, "device-sampling server", dtype)
+
+            bench.run("servers started and warmed up", warm_up)
             model = load_model(spec, placement=placement)
             where = next(model.parameters()).device
             bench.check("generate's model", bench.device.type, where, where.type == bench.device.type)
             held = torch.cuda.memory_allocated(bench.device) if bench.device.type == "cuda" else None
             bench.check(
                 "this process's CUDA memory holds generate's weights",
-                f">= {weights / 2**20:,.0f} MiB",
+                f">= {args.weights / 2**20:,.0f} MiB",
                 "n/a on the CPU" if held is None else f"{held / 2**20:,.0f} MiB",
-                None if held is None else held >= weights,
+                None if held is None else held >= args.weights,
             )
             prompt = chat_prompt(spec)
-            args.prompt_tokens = len(prompt)
-            decode(bench, plain, on_device, model, prompt, args)
-            bench.section("decode")
-            sampling(bench, model, prompt, args)
+            bench.run("decode", lambda m=model: decode(bench, plain, on_device, m, prompt, args))
+            bench.run("sampling", lambda m=model: sampling(bench, m, prompt, args))
             del model
-            bench.section("sampling")
-            adapters(bench, plain, args.adapters, args)
-            bench.section("adapters")
-            trained = training(bench, plain, base, args)
-            bench.section("training")
+            bench.run("adapters", lambda: adapters(bench, plain, args.adapters, args))
+            bench.run("training", lambda: training(bench, plain, base, args))
             bench.memory["plain server at the end"] = process_memory_mib(plain.pid, bench.device)
             bench.memory["device-sampling server at the end"] = process_memory_mib(
                 on_device.pid, bench.device
             )
-    bench.figures["training"] = {
-        label: {
-            "api_s": pair.api.total,
-            "bare_s": pair.bare,
-            "ratio": pair.ratio,
-            "gradient_steps": pair.api.gradient_steps,
-            "phases_s": pair.api.phases,
-        }
-        for label, pair in trained.items()
-    }
-    report(bench, args, parameters, weights)
+    report(bench, args)
 
 
-def report(bench: Bench, args: Any, parameters: int, weights: int) -> None:
-    """Print the tables; write the JSON of ``--out``."""
-    device = bench.device
-    card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    total = time.perf_counter() - bench.started
-    print(
-        f"\n{card}: {NAME}, {parameters / 1e6:,.0f}M parameters, {weights / 2**20:,.0f} MiB in "
-        f"{str(pick_placement(args.device).dtype).removeprefix('torch.')}; a {args.prompt_tokens}-token "
-        f"prompt, {args.tokens} new tokens per request (EOS ignored); best of {args.rounds} interleaved "
-        f"round(s); {total:.0f} s in all\n"
-    )
+def decode_rows(bench: Bench, args: Any) -> list[tuple[str, ...]]:
     rates = bench.figures["decode_tokens_per_s"]
     rows = []
     for n in args.concurrency:
@@ -381,37 +388,65 @@ def report(bench: Bench, args: Any, parameters: int, weights: int) -> None:
                 f"{r['device sampling T=1'] / r['engine T=1']:.2f}x",
             )
         )
-    table(
-        (
-            "concurrent requests / batch",
-            "engine over HTTP, greedy, tokens/s",
-            "generate, greedy, tokens/s",
-            "ratio",
-            "engine, T=1 seeded",
-            "device sampling, greedy",
-            "device sampling, T=1 seeded",
-            "T=1: device sampling vs today",
-        ),
-        rows,
-    )
+    return rows
+
+
+DECODE_HEADER = (
+    "concurrent requests / batch",
+    "engine over HTTP, greedy, tokens/s",
+    "generate, greedy, tokens/s",
+    "ratio",
+    "engine, T=1 seeded",
+    "device sampling, greedy",
+    "device sampling, T=1 seeded",
+    "T=1: device sampling vs today",
+)
+TRAINING_HEADER = (
+    "job (rank 8, 7 projections)",
+    "through the API, s",
+    "its gradient steps, s",
+    "bare peft loop, s",
+    "ratio",
+    "gradient steps",
+)
+
+
+def report(bench: Bench, args: Any) -> None:
+    """Print the tables of the sections that ran, and any errors; write the JSON of ``--out``."""
+    figures = bench.figures
+    card = torch.cuda.get_device_name(bench.device) if bench.device.type == "cuda" else "cpu"
+    total = time.perf_counter() - bench.started
     print(
-        f"\nsampling per decode step, in-process on the engine's runner ({ENGINE_THREADS} torch threads):\n"
+        f"\n{card}: {NAME}, {args.parameters / 1e6:,.0f}M parameters, {args.weights / 2**20:,.0f} MiB in "
+        f"{str(pick_placement(args.device).dtype).removeprefix('torch.')}; a {args.prompt_tokens}-token "
+        f"prompt, {args.tokens} new tokens per request (EOS ignored); best of {args.rounds} interleaved "
+        f"round(s); {total:.0f} s in all\n"
     )
-    table(SAMPLING_HEADER, sampling_table(bench.figures["sampling"]))
-    a = bench.figures["adapters"]
-    base, spread = a["tokens_per_s"]["base"], a["tokens_per_s"]["adapters"]
-    print()
-    table(
-        (f"{a['requests']} concurrent requests on", "tokens/s", "vs base"),
-        [
-            ("the base alone", f"{base:,.0f}", "1.00x"),
-            (f"{a['requests']} adapters, one each", f"{spread:,.0f}", f"{spread / base:.2f}x"),
-        ],
-    )
-    print()
-    rows = []
-    for label, t in bench.figures["training"].items():
-        rows.append(
+    if "decode_tokens_per_s" in figures:
+        table(DECODE_HEADER, decode_rows(bench, args))
+    if "sampling" in figures:
+        print(
+            f"\nsampling per decode step, in-process on the engine's runner ({ENGINE_THREADS} torch "
+            "threads):\n"
+        )
+        table(SAMPLING_HEADER, sampling_table(figures["sampling"]))
+    if "adapters" in figures:
+        n, rates = figures["adapters"]["requests"], figures["adapters"]["tokens_per_s"]
+        print()
+        table(
+            (f"{n} concurrent requests on", "tokens/s", "vs base"),
+            [
+                ("the base alone", f"{rates['base']:,.0f}", "1.00x"),
+                (
+                    f"{n} adapters, one each",
+                    f"{rates['adapters']:,.0f}",
+                    f"{rates['adapters'] / rates['base']:.2f}x",
+                ),
+            ],
+        )
+    if "training" in figures:
+        print()
+        rows = [
             (
                 f"LoRA {label}",
                 f"{t['api_s']:.3f}",
@@ -420,21 +455,14 @@ def report(bench: Bench, args: Any, parameters: int, weights: int) -> None:
                 f"{t['ratio']:.2f}x",
                 str(t["gradient_steps"]),
             )
-        )
-    table(
-        (
-            "job (rank 8, 7 projections)",
-            "through the API, s",
-            "its gradient steps, s",
-            "bare peft loop, s",
-            "ratio",
-            "gradient steps",
-        ),
-        rows,
-    )
+            for label, t in figures["training"].items()
+        ]
+        table(TRAINING_HEADER, rows)
     print()
-    memory = [(where, "n/a" if mib is None else f"{mib:,.0f}") for where, mib in bench.memory.items()]
-    table(("memory on the device", "MiB"), memory)
+    table(
+        ("memory on the device", "MiB"),
+        [(where, "n/a" if mib is None else f"{mib:,.0f}") for where, mib in bench.memory.items()],
+    )
     print()
     verdict = {True: "yes", False: "**NO**", None: "n/a"}
     table(
@@ -442,34 +470,37 @@ def report(bench: Bench, args: Any, parameters: int, weights: int) -> None:
         [(c["check"], c["expected"], c["observed"], verdict[c["ok"]]) for c in bench.checks],
     )
     print("\nseconds: " + ", ".join(f"{name} {sec:.1f}" for name, sec in bench.seconds.items()))
+    for name, error in bench.errors.items():
+        print(f"ERROR in {name}: {error}")
     if args.out is not None:
         import peft
         import transformers
 
+        versions = {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        }
         document = {
             "card": card,
-            "device": str(device),
-            "versions": {
-                "toolkit": __version__,
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-                "peft": peft.__version__,
-            },
+            "device": str(bench.device),
+            "versions": {"toolkit": __version__, **versions},
             "model": {
                 "name": NAME,
-                "parameters": parameters,
-                "parameter_bytes": weights,
+                "parameters": args.parameters,
+                "parameter_bytes": args.weights,
                 "smoke": args.smoke,
             },
             "prompt_tokens": args.prompt_tokens,
             "tokens_per_request": args.tokens,
             "rounds": args.rounds,
-            "figures": bench.figures,
+            "figures": figures,
             "memory_mib": bench.memory,
             "checks": bench.checks,
+            "errors": bench.errors,
             "seconds": {**bench.seconds, "total": total},
         }
-        args.out.write_text(json.dumps(document, indent=2, allow_nan=True))
+        args.out.write_text(json.dumps(document, indent=2))
         print(f"figures written to {args.out}")
 
 

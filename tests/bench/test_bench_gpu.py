@@ -19,6 +19,7 @@ def positive(value: Any) -> bool:
 def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> None:
     out = run_bench("gpu.py", "--device", "cpu", "--smoke", "--out", str(tmp_path / "gpu.json"))
     report = json.loads((tmp_path / "gpu.json").read_text())
+    assert report["errors"] == {} and "ERROR" not in out
     assert report["device"] == "cpu" and report["model"]["parameters"] > 0
     figures = report["figures"]
 
