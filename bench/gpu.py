@@ -417,7 +417,7 @@ def report(bench: Bench, args: Any) -> None:
     card = torch.cuda.get_device_name(bench.device) if bench.device.type == "cuda" else "cpu"
     total = time.perf_counter() - bench.started
     print(
-        f"\n{card}: {NAME}, {args.parameters / 1e6:,.0f}M parameters, {args.weights / 2**20:,.0f} MiB in "
+        f"\n{card}: {NAME}, {args.parameters / 1e6:,.2f}M parameters, {args.weights / 2**20:,.1f} MiB in "
         f"{str(pick_placement(args.device).dtype).removeprefix('torch.')}; a {args.prompt_tokens}-token "
         f"prompt, {args.tokens} new tokens per request (EOS ignored); best of {args.rounds} interleaved "
         f"round(s); {total:.0f} s in all\n"
