@@ -95,12 +95,18 @@ def metered(pid: int | None) -> Iterator[Callable[[int], Rate]]:
     ends += [time.perf_counter(), cpu_seconds(pid)]
 
 
-def start_server(data_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def start_server(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``toolkit serve *args`` on ``data_dir`` (``env`` added to this process's environment, its
+    output to ``log`` if given), once it answers its health check: (process, URL, key)."""
+    with open(log or os.devnull, "wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -139,8 +145,10 @@ def concurrently(calls: list[Callable[[], None]]) -> None:
         t.join()
 
 
-def engine_throughput(server: Server, concurrency: int, tokens: int, rounds: int) -> Rate:
-    body = {"messages": MESSAGES, "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
+def engine_throughput(server: Server, concurrency: int, tokens: int, rounds: int, **fields: object) -> Rate:
+    """``rounds`` rounds of ``concurrency`` requests of ``tokens`` tokens each, greedy with EOS ignored
+    unless ``fields`` (added to each request's body: a model, a temperature, a seed) say otherwise."""
+    body = {"messages": MESSAGES, "max_tokens": tokens, "temperature": 0, "ignore_eos": True, **fields}
     produced = 0
     lock = threading.Lock()
 
@@ -229,7 +237,7 @@ def group_rollouts(server: Server, groups: int, as_n: bool) -> tuple[Rate, float
 
 
 def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> Rate:
-    ids = torch.tensor([prompt] * batch)
+    ids = torch.tensor([prompt] * batch, device=next(model.parameters()).device)
     mask = torch.ones_like(ids)
     kwargs = {"do_sample": False, "max_new_tokens": tokens, "min_new_tokens": tokens, "pad_token_id": 259}
     model.generate(ids, attention_mask=mask, **{**kwargs, "max_new_tokens": 4, "min_new_tokens": 4})

@@ -50,6 +50,7 @@ from toolkit.types.training import ExperimentalTrainingConfig, TrajectoryGroup
 SECTION = "## Training through the API"
 FIGURE = ROOT / "docs" / "figures" / "training_scaling.svg"
 RL_CONFIG = {"ppo": True, "learning_rate": 1e-4, "packed_sequence_length": 640, "num_iterations": 2}
+RL_SETTINGS = resolve(ExperimentalTrainingConfig.model_validate(RL_CONFIG))  # what the server makes of it
 GROUP_SIZE, TARGET_GROUPS, SFT_BATCH, SFT_LR = 8, 8, 64, 1e-3
 PHASES = {
     "request": "POST, validation, storing, queue (POST to the job's start)",
@@ -142,13 +143,10 @@ def rewarded(groups: list[TrajectoryGroup], seed: int) -> list[TrajectoryGroup]:
     return [scored(group) for group in groups]
 
 
-def measure_rl(
-    client: tk.Client, data_dir: Path, sizes: list[int], repeats: int, threads: int
-) -> dict[int, Pair]:
-    """An RL step of each size through the API and bare, interleaved; medians per size."""
-    model = client.models.create(project="bench", name="rl", base_model=RANDOM_NAME)
-    config = resolve(ExperimentalTrainingConfig.model_validate(RL_CONFIG))
-    bare = BareRL(builtin_spec(data_dir, RANDOM_NAME), config, threads)
+def measure_rl(client: tk.Client, base: str, bare: BareRL, sizes: list[int], repeats: int) -> dict[int, Pair]:
+    """An RL step of each size on a new model of ``base``, through the API and in ``bare``
+    (:data:`RL_CONFIG`), interleaved; medians per size."""
+    model = client.models.create(project="bench", name="rl", base_model=base)
     sampled = rollouts(client, model.id, max(sizes))
     jobs = 0
 
@@ -176,10 +174,10 @@ def measure_rl(
     return results
 
 
-def measure_sft(client: tk.Client, data_dir: Path, batches: int, repeats: int, threads: int) -> Pair:
-    """``batches`` batches as one job, and the bare loop over the same examples; medians."""
-    model = client.models.create(project="bench", name="sft", base_model=RANDOM_NAME)
-    bare = BareSFT(builtin_spec(data_dir, RANDOM_NAME), threads)
+def measure_sft(client: tk.Client, base: str, bare: BareSFT, batches: int, repeats: int) -> Pair:
+    """``batches`` batches as one job on a new model of ``base``, and ``bare`` over the same examples;
+    medians."""
+    model = client.models.create(project="bench", name="sft", base_model=base)
     examples = [reverse.conversation(w) for w in reverse.sample_words(SFT_BATCH * batches, seed=1)]
     artifact = client.artifacts.upload(
         project="bench", files={"train.jsonl": train_jsonl(examples)}, model_id=model.id
@@ -305,9 +303,13 @@ def main() -> None:
         env = {"TOOLKIT_TORCH_THREADS": threads, "OMP_NUM_THREADS": threads}
         proc, url, key = start_server(Path(folder), env)
         try:
+            spec = builtin_spec(Path(folder), RANDOM_NAME)
             with tk.Client(url, key) as client:
-                rl = measure_rl(client, Path(folder), sizes, args.repeats, args.threads)
-                sft = measure_sft(client, Path(folder), args.sft_batches, args.repeats, args.threads)
+                rl = measure_rl(
+                    client, RANDOM_NAME, BareRL(spec, RL_SETTINGS, args.threads), sizes, args.repeats
+                )
+                bare_sft = BareSFT(spec, args.threads)
+                sft = measure_sft(client, RANDOM_NAME, bare_sft, args.sft_batches, args.repeats)
         finally:
             proc.terminate()
             proc.wait(30)

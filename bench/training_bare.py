@@ -7,6 +7,9 @@ job and nothing else (no HTTP, no job, no events, no checkpoint; the weights are
 Preparing the tensors is not timed, as a bare loop gets them from its own sampler. The steps run in a
 thread of their own that sets torch's thread count, as the server's job worker does (under load, torch
 on 2 threads ran this model's steps several times slower from the main thread than from another).
+With a placement the model goes where the server would put it (bf16 on a GPU; the timing then waits
+for the device), and with a LoRA config it trains a peft adapter, as the server does for models that
+are not the tiny built-in ones (bench/gpu.py).
 """
 
 from __future__ import annotations
@@ -18,23 +21,36 @@ from typing import Any
 
 import torch
 
+from toolkit.server.engine.device import Placement
 from toolkit.server.engine.model import BaseModelSpec, load_model
+from toolkit.server.training import lora
 from toolkit.server.training.config import RLConfig
 from toolkit.server.training.forward import Batch, make_batch
 from toolkit.server.training.loss import LossInputs, policy_loss
 from toolkit.server.training.policy import BETAS
 from toolkit.server.training.sequences import ChatFormat
 from toolkit.server.training.trainer import GRAD_CLIP, plan_rl, sft_batches
-from toolkit.types.training import JobKind, TrajectoryGroup
+from toolkit.types.training import JobKind, LoRAConfig, TrajectoryGroup
 
 
 class BareLoop:
-    """One model and one AdamW, trained in place on ``threads`` torch threads."""
+    """One model (every weight, or a peft adapter with ``adapter``) and one AdamW, trained in place on
+    ``threads`` torch threads, on ``placement`` (default: the CPU in float32)."""
 
-    def __init__(self, spec: BaseModelSpec, kind: JobKind, threads: int) -> None:
+    def __init__(
+        self,
+        spec: BaseModelSpec,
+        kind: JobKind,
+        threads: int,
+        placement: Placement | None = None,
+        adapter: LoRAConfig | None = None,
+    ) -> None:
         self.spec = spec
         self.format = ChatFormat(spec)
-        self.model = load_model(spec)
+        self.model = load_model(spec, placement=placement)
+        if adapter is not None:
+            self.model = lora.attach(self.model, adapter, spec.name)
+        self.device = next(self.model.parameters()).device
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=0.0, betas=BETAS[kind], weight_decay=0.0)
         self.worker = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(threads,))
@@ -45,6 +61,8 @@ class BareLoop:
         def run() -> float:
             started = time.perf_counter()
             steps()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
             return time.perf_counter() - started
 
         return self.worker.submit(run).result()
@@ -67,13 +85,20 @@ class BareLoop:
 class BareRL(BareLoop):
     """An RL step: every minibatch of the server's plan (``num_iterations`` passes) once."""
 
-    def __init__(self, spec: BaseModelSpec, cfg: RLConfig, threads: int) -> None:
-        super().__init__(spec, "rl", threads)
+    def __init__(
+        self,
+        spec: BaseModelSpec,
+        cfg: RLConfig,
+        threads: int,
+        placement: Placement | None = None,
+        adapter: LoRAConfig | None = None,
+    ) -> None:
+        super().__init__(spec, "rl", threads, placement, adapter)
         self.cfg = cfg
 
     def batches(self, groups: Sequence[TrajectoryGroup], seed: int) -> list[Batch]:
         plan = plan_rl(groups, self.cfg, self.format, seed)
-        return [make_batch(b, self.spec.pad_token_id) for b in plan.batches]
+        return [make_batch(b, self.spec.pad_token_id, self.device) for b in plan.batches]
 
     def step(self, batches: Sequence[Batch]) -> float:
         """Seconds for the gradient steps over ``batches``."""
@@ -96,12 +121,19 @@ class BareRL(BareLoop):
 class BareSFT(BareLoop):
     """SFT batches: cross-entropy on the assistant tokens, averaged over them."""
 
-    def __init__(self, spec: BaseModelSpec, threads: int) -> None:
-        super().__init__(spec, "sft", threads)
+    def __init__(
+        self,
+        spec: BaseModelSpec,
+        threads: int,
+        placement: Placement | None = None,
+        adapter: LoRAConfig | None = None,
+    ) -> None:
+        super().__init__(spec, "sft", threads, placement, adapter)
 
     def batches(self, conversations: Sequence[list[dict[str, Any]]], batch_size: int) -> list[Batch]:
         samples = [s for messages in conversations for s in self.format.conversation(messages, None)]
-        return [make_batch(b, self.spec.pad_token_id) for b in sft_batches(samples, batch_size)]
+        batches = sft_batches(samples, batch_size)
+        return [make_batch(b, self.spec.pad_token_id, self.device) for b in batches]
 
     def step(self, batches: Sequence[Batch], lr: float) -> float:
         """Seconds for one gradient step per batch."""

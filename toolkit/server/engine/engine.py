@@ -7,16 +7,19 @@ there is room (one batched prefill per runner, reusing cached prefix blocks), th
 step per runner over all its sequences at once: the base model and every LoRA adapter share the base
 runner's step, each row through its own adapter; a whole-weight checkpoint has a runner of its own.
 Weights load on first use (:mod:`.weights`). Sampling runs on the CPU whatever the device (seeded
-generators are CPU generators: a seed gives the same tokens everywhere). Results go back to the
-event loop as events.
+generators are CPU generators: a seed gives the same tokens everywhere), unless ``device_sampling``
+(``TOOLKIT_DEVICE_SAMPLING=1``) keeps the logits on the device and brings only the random numbers
+there (:mod:`.sampling`). Results go back to the event loop as events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +33,7 @@ from .model import BaseModelSpec
 from .prefill import Prompt, plan, prefill
 from .prefix_cache import PrefixCache, block_keys
 from .request import Request
-from .resources import LORA_BYTES, SERIAL_WORK, torch_threads
+from .resources import LORA_BYTES, SERIAL_WORK, device_sampling, torch_threads
 from .runner import Runner
 from .running import Batch, Sequence
 from .sampling import StepResult, sample
@@ -39,6 +42,8 @@ from .weights import Route, WeightsPool
 
 log = logging.getLogger("toolkit.engine")
 ENGINE_THREADS = torch_threads()
+NOISE_THREADS = 8
+"""Most threads drawing the random numbers of seeded rows at once, with device sampling on."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ class Engine:
         placement: Placement | None = None,
         lora_bytes: int = LORA_BYTES,
         enable_prefix_caching: bool = True,
+        sample_on_device: bool | None = None,
     ) -> None:
         self.spec, self.codec = spec, codec
         self.threads = threads
@@ -105,6 +111,10 @@ class Engine:
         self._wake = threading.Condition()
         self._stopping = False
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
+        # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own
+        self.sample_on_device = device_sampling() if sample_on_device is None else sample_on_device
+        threads = min(NOISE_THREADS, os.cpu_count() or 1)
+        self._noise_pool = ThreadPoolExecutor(threads, "toolkit-noise") if self.sample_on_device else None
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -146,6 +156,8 @@ class Engine:
             self._wake.notify()
         self._thread.join(timeout=10)
         self.compiler.close()
+        if self._noise_pool is not None:
+            self._noise_pool.shutdown(wait=False)
 
     # ------------------------------------------------------------------ event-loop side
 
@@ -317,7 +329,7 @@ class Engine:
         plan(prompts, self.prefix_cache)
         self._threads(runner, sum(len(p.req.prompt_ids) - p.start for p in prompts))
         last, full = prefill(runner, batch.cache, prompts, self.prefix_cache)
-        last = last.cpu()
+        last = self._to_sampler(last)
         rows: list[Sequence] = []
         parent_rows: list[int] = []
         for i, p in enumerate(prompts):
@@ -335,7 +347,9 @@ class Engine:
             req.emit(Started(p.start, prompt_lp))
             rows.extend(batch.seqs[p.slot : p.slot + n])
             parent_rows.extend([i] * n)
-        step = sample(last[torch.tensor(parent_rows)], rows, self._fallback)
+        step = sample(
+            last[torch.tensor(parent_rows, device=last.device)], rows, self._fallback, self._noise_pool
+        )
         self._advance(batch, rows, step)
 
     def _decode(self, batch: Batch) -> None:
@@ -347,7 +361,12 @@ class Engine:
             [s.cached_len for s in seqs],
             [s.route.adapter for s in seqs],
         )
-        self._advance(batch, list(seqs), sample(logits.cpu(), seqs, self._fallback))
+        step = sample(self._to_sampler(logits), seqs, self._fallback, self._noise_pool)
+        self._advance(batch, list(seqs), step)
+
+    def _to_sampler(self, logits: Tensor) -> Tensor:
+        """The logits where sampling runs: the CPU, or where they are with device sampling on."""
+        return logits if self.sample_on_device else logits.cpu()
 
     def _advance(self, batch: Batch, seqs: list[Sequence], step: StepResult) -> None:
         for i, seq in enumerate(seqs):

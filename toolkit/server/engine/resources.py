@@ -29,6 +29,16 @@ def torch_threads() -> int:
     return int(raw)
 
 
+def device_sampling() -> bool:
+    """``$TOOLKIT_DEVICE_SAMPLING`` set to 1: the engine samples where the logits are (a GPU: its
+    logits no longer come to the CPU each step; the random numbers still do, from each request's CPU
+    generator, so a seed draws the same numbers). Off by default: sampling runs on the CPU."""
+    raw = os.environ.get("TOOLKIT_DEVICE_SAMPLING", "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"TOOLKIT_DEVICE_SAMPLING must be 0 or 1, not {raw!r}")
+    return raw == "1"
+
+
 def brief_spin_waits() -> None:
     """Call before torch is imported (``toolkit serve`` does): unless the user chose
     (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``), an idle OpenMP thread spins at most 100 times before it

@@ -3,11 +3,17 @@
 grammar mask -> allowed_token_ids -> bad_words -> logit_bias -> min_tokens -> logits processors ->
 penalties -> greedy argmax | temperature -> min_p -> top-k -> top-p -> exponential-race sample.
 Reported logprobs are the raw model log-probabilities after the grammar mask only.
+
+The pipeline runs on the device of the logits it is given; the random numbers of the race always
+come from each row's CPU generator (one exponential draw per vocabulary entry), so a seed draws the
+same numbers wherever the logits are. The engine hands it CPU logits unless device sampling is on
+(``TOOLKIT_DEVICE_SAMPLING``, :mod:`.resources`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -83,14 +89,15 @@ def _ban_bad_words(logits: Tensor, words: Sequence[Sequence[int]], output: list[
 
 
 def _penalise(logits: Tensor, p: SamplingParams, prompt: list[int], output: list[int]) -> Tensor:
-    vocab = logits.shape[0]
+    vocab, device = logits.shape[0], logits.device
     if p.repetition_penalty != 1.0:
-        seen = torch.zeros(vocab, dtype=torch.bool)
-        seen[torch.tensor(prompt + output, dtype=torch.long)] = True
+        seen = torch.zeros(vocab, dtype=torch.bool, device=device)
+        seen[torch.tensor(prompt + output, dtype=torch.long, device=device)] = True
         penalised = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
         logits = torch.where(seen, penalised, logits)
     if output and (p.frequency_penalty or p.presence_penalty):
-        counts = torch.bincount(torch.tensor(output, dtype=torch.long), minlength=vocab)[:vocab].float()
+        ids = torch.tensor(output, dtype=torch.long, device=device)
+        counts = torch.bincount(ids, minlength=vocab)[:vocab].float()
         logits = logits - p.frequency_penalty * counts - p.presence_penalty * (counts > 0).float()
     return logits
 
@@ -126,22 +133,26 @@ def _needs_row_processing(p: SamplingParams, row: RowState) -> bool:
     )
 
 
-def _filter(logits: Tensor, top_k: Tensor, top_p: Tensor, min_p: Tensor) -> Tensor:
+def _filter(logits: Tensor, params: Sequence[SamplingParams]) -> Tensor:
     """min_p, then top-k, then top-p, each row with its own setting (0 / 1.0 = off)."""
-    if bool((min_p > 0).any()):
+    device = logits.device
+    if any(p.min_p > 0 for p in params):
+        min_p = torch.tensor([p.min_p for p in params], device=device)
         probs = logits.softmax(-1)
         threshold = probs.max(-1, keepdim=True).values * min_p[:, None]
         logits = logits.masked_fill(probs < threshold, -float("inf"))
-    use_k, use_p = bool((top_k > 0).any()), bool((top_p < 1.0).any())
+    use_k, use_p = any(p.top_k > 0 for p in params), any(p.top_p < 1.0 for p in params)
     if not (use_k or use_p):
         return logits
     ordered, index = logits.sort(-1, descending=False)
     vocab = logits.shape[-1]
     if use_k:
+        top_k = torch.tensor([p.top_k for p in params], device=device)
         k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
         kth = ordered.gather(-1, (vocab - k)[:, None].long())
         ordered = ordered.masked_fill(ordered < kth, -float("inf"))
     if use_p:
+        top_p = torch.tensor([p.top_p for p in params], device=device)
         cum = ordered.softmax(-1).cumsum(-1)
         drop = cum <= (1 - top_p)[:, None]
         drop[:, -1] = False
@@ -149,13 +160,46 @@ def _filter(logits: Tensor, top_k: Tensor, top_p: Tensor, min_p: Tensor) -> Tens
     return torch.empty_like(logits).scatter_(-1, index, ordered)
 
 
-def sample(logits: Tensor, rows: Sequence[RowState], fallback: torch.Generator) -> StepResult:
-    """Pick one token per row of ``logits`` ``[B, V]`` (float32)."""
+def race_noise(
+    shape: torch.Size,
+    rows: Sequence[RowState],
+    sampled: Sequence[bool],
+    fallback: torch.Generator,
+    pool: ThreadPoolExecutor | None = None,
+    pin_memory: bool = False,
+) -> Tensor:
+    """``[B, V]`` exponential draws on the CPU, row ``i`` from its own generator (``fallback`` when
+    it has none) where ``sampled[i]``; other rows are left unset. With ``pool``, rows with a
+    generator of their own are drawn in its threads (each row's numbers depend on its generator
+    only, so they are the same), the others in order in this thread (they share ``fallback``).
+    ``pin_memory``: in page-locked memory, for a copy to a CUDA device that does not wait."""
+    noise = torch.empty(shape, pin_memory=pin_memory)
+    own = [i for i, r in enumerate(rows) if sampled[i] and r.generator is not None]
+    shared = [i for i, r in enumerate(rows) if sampled[i] and r.generator is None]
+    if pool is not None and len(own) > 1:
+        draws = list(pool.map(lambda i: noise[i].exponential_(generator=rows[i].generator), own))
+        assert len(draws) == len(own)
+    else:
+        shared = sorted(own + shared)
+    for i in shared:
+        noise[i].exponential_(generator=rows[i].generator or fallback)
+    return noise
+
+
+def sample(
+    logits: Tensor,
+    rows: Sequence[RowState],
+    fallback: torch.Generator,
+    pool: ThreadPoolExecutor | None = None,
+) -> StepResult:
+    """Pick one token per row of ``logits`` ``[B, V]`` (float32), on the logits' device; the race's
+    random numbers are drawn on the CPU (:func:`race_noise`, with ``pool`` if given) and moved there."""
+    device = logits.device
     masks = [i for i, r in enumerate(rows) if r.grammar_mask is not None]
     for i in masks:
         mask = rows[i].grammar_mask
         assert mask is not None
-        logits[i] = logits[i].masked_fill(~mask, -float("inf"))
+        logits[i] = logits[i].masked_fill(~mask.to(device), -float("inf"))
     want_logprobs = [r.params.logprobs is not None for r in rows]
     raw = logits.log_softmax(-1) if any(want_logprobs) else None
     special = [i for i, r in enumerate(rows) if _needs_row_processing(r.params, r)]
@@ -163,24 +207,15 @@ def sample(logits: Tensor, rows: Sequence[RowState], fallback: torch.Generator) 
         logits = logits.clone()
         for i in special:
             logits[i] = _process_row(logits[i].clone(), rows[i])
-    temps = torch.tensor([r.params.temperature for r in rows])
-    greedy = temps < GREEDY_EPS
+    sampled = [not r.params.greedy for r in rows]
     tokens = logits.argmax(-1)
-    if not bool(greedy.all()):
+    if any(sampled):
+        temps = torch.tensor([r.params.temperature for r in rows], device=device)
+        greedy = torch.tensor([not s for s in sampled], device=device)
         scaled = logits / torch.where(greedy, torch.ones_like(temps), temps.clamp(min=0.01))[:, None]
-        scaled = _filter(
-            scaled,
-            torch.tensor([r.params.top_k for r in rows]),
-            torch.tensor([r.params.top_p for r in rows]),
-            torch.tensor([r.params.min_p for r in rows]),
-        )
-        probs = scaled.softmax(-1)
-        noise = torch.empty_like(probs)
-        for i, r in enumerate(rows):
-            if not bool(greedy[i]):
-                noise[i].exponential_(generator=r.generator or fallback)
-        sampled = (probs / noise).argmax(-1)
-        tokens = torch.where(greedy, tokens, sampled)
+        probs = _filter(scaled, [r.params for r in rows]).softmax(-1)
+        noise = race_noise(probs.shape, rows, sampled, fallback, pool, device.type == "cuda")
+        tokens = torch.where(greedy, tokens, (probs / noise.to(device, non_blocking=True)).argmax(-1))
     token_list = tokens.tolist()
     if raw is None:
         return StepResult(token_list, None, None)
