@@ -10,7 +10,16 @@ from types import ModuleType
 
 from . import _html
 from ._version import __version__
-from .client import AsyncClient, Client, UnsupportedOperation, connect, connect_async
+from .client import (
+    AsyncClient,
+    Client,
+    TrainingJobFailed,
+    TrainingJobInterrupted,
+    TrainingJobWarning,
+    UnsupportedOperation,
+    connect,
+    connect_async,
+)
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
 _LAZY = ("widgets", "frames", "plots", "tracing", "research")
@@ -26,6 +35,9 @@ def __getattr__(name: str) -> ModuleType:
 __all__ = [
     "AsyncClient",
     "Client",
+    "TrainingJobFailed",
+    "TrainingJobInterrupted",
+    "TrainingJobWarning",
     "UnsupportedOperation",
     "__version__",
     "connect",

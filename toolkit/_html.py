@@ -80,6 +80,7 @@ def job_html(job: TrainingJob) -> str:
         "id",
         "model_id",
         "kind",
+        "queue_position",
         "num_sequences",
         "base_step",
         "result_step",
@@ -94,7 +95,8 @@ def job_html(job: TrainingJob) -> str:
 
 def checkpoint_html(ckpt: Checkpoint) -> str:
     metrics = table(sorted(ckpt.metrics.items()), ("metric", "value")) if ckpt.metrics else ""
-    return card(f"Checkpoint step {ckpt.step}", _fields(ckpt, ("id", "created_at")) + metrics)
+    untrained = " (untrained: the weights of the step before)" if ckpt.trained is False else ""
+    return card(f"Checkpoint step {ckpt.step}{untrained}", _fields(ckpt, ("id", "created_at")) + metrics)
 
 
 def _content(traj: Trajectory) -> str:

@@ -39,6 +39,7 @@ STR: Any = pd.StringDtype()
 INT: Any = pd.Int64Dtype()
 FLOAT: Any = np.dtype("float64")
 TIME: Any = pd.DatetimeTZDtype("ns", "UTC")
+BOOL: Any = pd.BooleanDtype()
 
 EVENT_COLUMNS = {"id": STR, "type": STR, "created_at": TIME, "step": INT, "num_sequences": INT}
 EVENT_COLUMNS |= {"error_message": STR}
@@ -56,8 +57,10 @@ JOB_COLUMNS = {
     "checkpoint_id": STR,
     "num_sequences": INT,
     "error": STR,
+    "queue_position": INT,
 }
-CHECKPOINT_COLUMNS = {"model_id": STR, "id": STR, "step": INT, "created_at": TIME}
+# ``trained``: false for a step whose job trained nothing (the weights of the step before)
+CHECKPOINT_COLUMNS = {"model_id": STR, "id": STR, "step": INT, "trained": BOOL, "created_at": TIME}
 TRAJECTORY_COLUMNS = {
     "group": INT,
     "index": INT,
@@ -67,7 +70,6 @@ TRAJECTORY_COLUMNS = {
     "last_content": STR,
     "finish_reason": STR,
 }
-BOOL: Any = pd.BooleanDtype()
 STORED_COLUMNS = {"id": INT, "model_id": STR, "step": INT, "split": STR, "group": INT, "index": INT}
 STORED_COLUMNS |= {"reward": FLOAT, "advantage": FLOAT, "num_messages": INT, "num_turns": INT}
 STORED_COLUMNS |= {"prompt_tokens": INT, "completion_tokens": INT, "truncated": BOOL, "error": STR}
@@ -197,6 +199,7 @@ def checkpoints_frame(
                 "model_id": model_id,
                 "id": ckpt.id,
                 "step": ckpt.step,
+                "trained": ckpt.trained,
                 "created_at": ckpt.created_at,
             }
         )

@@ -18,7 +18,7 @@ from toolkit.server.store.models import Models
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base model (toolkit.server.engine.model)
 ART_MODEL_KEYS = {"id", "entity", "project", "name", "base_model", "run_id", "created_at", "latest_step"}
 MODEL_KEYS = ART_MODEL_KEYS | {"full_finetuning", "lora_config"}  # extensions: how the model trains
-CHECKPOINT_KEYS = {"id", "step", "metrics", "created_at"}
+CHECKPOINT_KEYS = {"id", "step", "metrics", "created_at", "trained"}  # trained: extension
 ENVELOPE_KEYS = {"object", "data", "has_more", "first_id", "last_id"}
 DELETE_MODEL_KEYS = {
     "model_id",

@@ -1,7 +1,9 @@
-"""The SQLite access layer: one connection per thread, and ``close()`` closes all of them."""
+"""The SQLite access layer: one connection per thread, and ``close()`` closes all of them; a
+migration that fills a new column from what older rows hold."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from pathlib import Path
@@ -10,6 +12,9 @@ import pytest
 
 from toolkit.server.store.db import Database
 from toolkit.server.store.migrations import MIGRATIONS
+from toolkit.server.store.models import Models
+from toolkit.server.store.users import Users
+from toolkit.types.training import ModelCreate
 
 
 def test_close_closes_the_connection_of_every_thread(tmp_path: Path) -> None:
@@ -55,3 +60,26 @@ def test_a_new_thread_cannot_open_a_closed_database(tmp_path: Path) -> None:
     thread.start()
     thread.join(10)
     assert [str(e) for e in errors] == [f"the database {tmp_path / 'toolkit.db'} is closed"]
+
+
+def test_migration_6_reads_trained_from_the_metrics_of_earlier_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "toolkit.db"
+    db = Database(path, MIGRATIONS[:5])
+    user = Users(db).get_or_create("u")
+    model, _ = Models(db).create(user, ModelCreate(project="p", name="m", base_model="b"), None)
+    with db.write() as conn:
+        for step, metrics in (
+            (1, {"data/step_num_gradient_steps": 3.0}),
+            (2, {"data/step_num_gradient_steps": 0}),
+            (3, {}),
+        ):
+            conn.execute(
+                "INSERT INTO checkpoints (id, model_id, step, metrics, path, created_at)"
+                " VALUES (?, ?, ?, ?, NULL, '2026-01-01T00:00:00+00:00')",
+                (f"c{step}", model.id, step, json.dumps(metrics)),
+            )
+    db.close()
+    db = Database(path, MIGRATIONS)
+    page, _ = Models(db).checkpoint_page(user, model.id, after=None, limit=10, order="asc")
+    assert [(c.step, c.trained) for c in page] == [(0, None), (1, True), (2, False), (3, None)]
+    db.close()

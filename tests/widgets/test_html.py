@@ -20,6 +20,8 @@ def test_job_repr_shows_status_and_escaped_error() -> None:
     assert "Training job" in out and ">failed</span>" in out and f"background:{_theme.ERROR}" in out
     assert "boom &lt;script&gt;" in out and "<script>" not in out
     assert repr(job).startswith("TrainingJob(id='j1'")
+    waiting = TrainingJob(id="j2", status="queued", queue_position=2)._repr_html_()  # type: ignore[attr-defined]
+    assert ">queued</span>" in waiting and re.search(r">queue_position</td><td [^>]*>2</td>", waiting)
 
 
 def test_model_checkpoint_group_completion_and_call_reprs() -> None:
@@ -27,6 +29,9 @@ def test_model_checkpoint_group_completion_and_call_reprs() -> None:
     assert "Model agent" in model._repr_html_()  # type: ignore[attr-defined]
     ckpt = Checkpoint(id="c", step=3, metrics={"val/reward": 0.5})
     assert "Checkpoint step 3" in ckpt._repr_html_() and "val/reward" in ckpt._repr_html_()  # type: ignore[attr-defined]
+    assert "untrained" not in ckpt._repr_html_()  # type: ignore[attr-defined]
+    untrained = Checkpoint(id="u", step=4, trained=False)._repr_html_()  # type: ignore[attr-defined]
+    assert "Checkpoint step 4 (untrained: the weights of the step before)" in untrained
     out = group([0.0, 1.0])._repr_html_()  # type: ignore[attr-defined]
     assert "Trajectory group (2 trajectories)" in out and "answer 1.0" in out and "1.000" in out
     completion = ChatCompletion.model_validate(

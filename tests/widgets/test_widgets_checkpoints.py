@@ -69,8 +69,9 @@ def test_checkpoints_of_a_trained_model(server) -> None:
     explorer.models.value = (model.id,)
     assert explorer.refresh()["step"].tolist() == [0, 1, 2] and explorer.metric.value == "train/reward"
     header = re.findall(r"<th>([^<]*)</th>", explorer.table.value)
-    assert header[:3] == ["model", "step", "created_at"] and "id" not in header
-    shown = explorer.checkpoints[header[3:]]
+    assert header[:4] == ["model", "step", "trained", "created_at"] and "id" not in header
+    assert explorer.checkpoints["trained"].tolist()[1:] == [True, True]
+    shown = explorer.checkpoints[header[4:]]
     assert shown.notna().any().all()  # no all-empty column
     assert list(shown.notna().sum()) == sorted(shown.notna().sum(), reverse=True)  # fullest first
     assert frames.fetch_checkpoints(client, model.id, page=1)["step"].tolist() == [0, 1, 2]

@@ -10,7 +10,7 @@ from widget_support import click, group, new_model
 
 from toolkit.client.sft_data import train_jsonl
 from toolkit.tasks import reverse
-from toolkit.widgets import JobLauncher, JobMonitor
+from toolkit.widgets import CheckpointExplorer, JobLauncher, JobMonitor
 
 NO_LOGPROBS = "true"  # hand-made trajectories carry no logprobs
 
@@ -144,6 +144,7 @@ def test_monitor_cancels_a_running_and_a_queued_job(server: Any) -> None:
     assert first.status == "running" and not first.polling  # polled by hand: no thread
     second.poll()
     assert second.status == "queued" and not second.done
+    assert second.queued_behind == 1 and "queued behind 1 job(s)" in second.header.value
     second.cancel()
     first.cancel()
     assert first.status_line.text == "cancel requested"
@@ -154,3 +155,36 @@ def test_monitor_cancels_a_running_and_a_queued_job(server: Any) -> None:
         assert monitor.events["type"].iloc[-1] == "training_failed"
         assert "Training cancelled" in monitor.failure.value and monitor.progress.bar_style == "warning"
     assert first.num_steps < len(data)
+
+
+def test_an_untrained_step_and_stale_groups_show_where_the_user_looks(server: Any) -> None:
+    """Groups sampled at step 0 whose rewards are all equal: the first job trains nothing (the monitor
+    and the explorer say so); launching them again, now behind step 1, warns in the launcher."""
+    client = server.client()
+    model = new_model(client)
+    flat = group([1.0, 1.0])
+    for trajectory in flat.trajectories:
+        trajectory.initial_policy_version = trajectory.final_policy_version = 0
+    launcher = JobLauncher(client, groups=[flat], model_id=model.id, interval=0.2).start()
+    monitor = launcher.launch()
+    assert launcher.status_line.kind == "ok"
+    monitor.wait(timeout=180)
+    assert (monitor.status, monitor.trained) == ("succeeded", False)
+    assert monitor.warnings == [
+        "Nothing trained: every group's rewards are equal (1 group), so every advantage is 0. Step 1 is"
+        " step 0's model unchanged (its checkpoint says trained: false)."
+    ]
+    assert monitor.notice.layout.display is None and "Nothing trained" in monitor.notice.value
+    assert "succeeded (nothing trained)" in monitor.header.value and monitor.progress.bar_style == "warning"
+
+    explorer = CheckpointExplorer(client, [model.id]).start()
+    assert explorer.checkpoints["trained"].tolist()[1] is False
+    assert [label for label, _ in explorer.selection.options][1].endswith("step 1 (untrained)")
+
+    launcher.launch()  # the same groups again: sampled at step 0, the model is at step 1
+    assert launcher.status_line.kind == "warning"
+    assert (
+        "were sampled from step 0, older than the model's latest checkpoint (step 1)"
+        in launcher.status_line.text
+    )
+    assert launcher.monitor is not None and launcher.monitor.wait(timeout=180) is not None

@@ -22,6 +22,7 @@ from ._pagination import AsyncCursorPage, AsyncPaginator, CursorPage
 from .client import AsyncClient, Client
 from .connect import connect, connect_async
 from .deployment import Deployment
+from .jobs import TrainingJobFailed, TrainingJobInterrupted, TrainingJobWarning
 from .local_server import MissingServerExtra
 
 __all__ = [
@@ -46,6 +47,9 @@ __all__ = [
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "StreamError",
+    "TrainingJobFailed",
+    "TrainingJobInterrupted",
+    "TrainingJobWarning",
     "UnprocessableEntityError",
     "UnsupportedOperation",
     "connect",

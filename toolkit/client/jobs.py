@@ -1,19 +1,24 @@
 """Handles of running training jobs: refresh, follow the events as they come, wait with a progress bar.
 
 ``client.training_jobs.create(...)`` and ``client.sft_training_jobs.create(...)`` return one; it is
-also the ``{id}`` the server answered (a :class:`TrainingJobCreated`).
+also the ``{id}`` the server answered (a :class:`TrainingJobCreated`). ``wait()`` says what the user
+must know in one line each: a :class:`TrainingJobWarning` per ``warning`` event (nothing trained, stale
+groups), "queued behind N job(s)" on its progress line, and on an interrupt (Ctrl-C, a notebook's
+stop button) a :class:`TrainingJobInterrupted` saying that the job keeps running and how to cancel it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+import warnings
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from pydantic import PrivateAttr
 
 from .._progress import ProgressBar
+from ..types.job_warnings import STALE_GROUPS, group_versions, stale_groups
 from ..types.training import TERMINAL_EVENTS, Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError
 from ._pagination import AsyncPaginator, CursorPage
@@ -46,6 +51,51 @@ class TrainingJobFailed(RuntimeError):
         self.message = message
 
 
+class TrainingJobWarning(UserWarning):
+    """A training job's warning (its ``warning`` event, or the client's check at ``create``): the job
+    runs, but not as the user probably expects (nothing trained, groups sampled from an older policy)."""
+
+
+class TrainingJobInterrupted(KeyboardInterrupt):
+    """``wait()`` was interrupted; the job itself keeps running on the server. Shown as one line in
+    IPython, without a traceback (the interrupt is the user's own, not an error of the toolkit)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            f"Stopped waiting for training job {job_id}; it keeps running on the server. Cancel it with"
+            f" handle.cancel() (or client.training_jobs.cancel({job_id!r})), or wait again with"
+            " handle.wait()."
+        )
+        self.job_id = job_id
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def _warn(job_id: str, message: str, stacklevel: int = 3) -> None:
+    """One warning line, attributed to the user's call (``wait()``, or ``create`` with stacklevel 4)."""
+    warnings.warn(f"training job {job_id}: {message}", TrainingJobWarning, stacklevel=stacklevel)
+
+
+def stale(transport: SyncTransport, model_id: str, groups: Sequence[Any]) -> str | None:
+    """Before an RL job is created: the stale-groups line when its groups (wire JSON) were sampled from
+    a step older than the model's latest checkpoint (one request, made only when the trajectories
+    record their step)."""
+    versions = group_versions(groups)
+    if all(v is None for v in versions):
+        return None
+    latest = CursorPage.first(transport, op_checkpoint_page(model_id, 1, "desc")).data
+    return stale_groups(versions, latest[0].step) if latest else None
+
+
+async def stale_async(transport: AsyncTransport, model_id: str, groups: Sequence[Any]) -> str | None:
+    versions = group_versions(groups)
+    if all(v is None for v in versions):
+        return None
+    latest = (await AsyncPaginator(transport, op_checkpoint_page(model_id, 1, "desc"))).data
+    return stale_groups(versions, latest[0].step) if latest else None
+
+
 def _failure(job_id: str, event: TrainingJobEvent) -> TrainingJobFailed:
     return TrainingJobFailed(job_id, str(event.data.get("error_message") or "unknown error"))
 
@@ -61,7 +111,8 @@ def _model_of(job_id: str, model_id: str | None) -> str:
 
 
 class _Progress:
-    """A tqdm.auto bar over the job's gradient steps, created when ``training_started`` arrives."""
+    """A tqdm.auto bar over the job's gradient steps: "queued behind N job(s)" while the job waits
+    (from its ``queued`` events), then sized when ``training_started`` arrives."""
 
     def __init__(self, enabled: bool, job_id: str) -> None:
         self.enabled = enabled
@@ -71,9 +122,17 @@ class _Progress:
     def update(self, event: TrainingJobEvent) -> None:
         if not self.enabled:
             return
-        if event.type == "training_started":
+        desc = f"train {self.job_id[:8]}"
+        if event.type == "queued":
+            self.bar = self.bar or ProgressBar(0, desc, "step")
+            self.bar.bar.set_description(f"{desc} queued behind {event.data.get('ahead')} job(s)")
+        elif event.type == "training_started":
             total = int(event.data.get("num_sequences", 0))
-            self.bar = ProgressBar(total, f"train {self.job_id[:8]}", "step")
+            if self.bar is None:
+                self.bar = ProgressBar(total, desc, "step")
+            else:
+                self.bar.bar.reset(total=total)
+                self.bar.bar.set_description(desc)
         elif event.type == "gradient_step" and self.bar is not None:
             shown = {k: event.data[k] for k in ("loss", "reward") if k in event.data}
             self.bar.update(1, **{k: f"{float(v):.4g}" for k, v in shown.items()})
@@ -91,6 +150,7 @@ class TrainingJobHandle(TrainingJobCreated):
 
     _t: SyncTransport = PrivateAttr()
     _model_id: str | None = PrivateAttr(default=None)
+    _warned: set[str] = PrivateAttr(default_factory=set)  # warning codes already told at create
 
     @classmethod
     def bind(cls, job_id: str, transport: SyncTransport, model_id: str | None = None) -> TrainingJobHandle:
@@ -106,6 +166,11 @@ class TrainingJobHandle(TrainingJobCreated):
 
     def cancel(self) -> TrainingJob:
         return self._t.run(op_cancel_job(self.id))
+
+    def told_stale(self, message: str) -> None:
+        """At ``create``: warn that the groups are stale; ``wait()`` then leaves the server's warning out."""
+        self._warned.add(STALE_GROUPS)
+        _warn(self.id, message, stacklevel=4)
 
     def events(
         self,
@@ -144,15 +209,21 @@ class TrainingJobHandle(TrainingJobCreated):
                 time.sleep(poll_interval)
 
     def wait(self, *, progress: bool = True, poll_interval: float = 0.5) -> Checkpoint:
-        """Follow the job to its end; returns the new checkpoint, raises :class:`TrainingJobFailed`."""
+        """Follow the job to its end; returns the new checkpoint, raises :class:`TrainingJobFailed`,
+        warns (:class:`TrainingJobWarning`) once per ``warning`` event, and on an interrupt raises
+        :class:`TrainingJobInterrupted` (the job keeps running)."""
         bar = _Progress(progress, self.id)
         try:
             for event in self.events(poll_interval=poll_interval):
                 bar.update(event)
+                if event.type == "warning" and event.data.get("code") not in self._warned:
+                    _warn(self.id, str(event.data.get("message")))
                 if event.type == "training_failed":
                     raise _failure(self.id, event)
                 if event.type == "training_ended":
                     return self._checkpoint(str(event.data["checkpoint_id"]))
+        except KeyboardInterrupt:
+            raise TrainingJobInterrupted(self.id) from None
         finally:
             bar.close()
         raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")
@@ -170,6 +241,7 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
 
     _t: AsyncTransport = PrivateAttr()
     _model_id: str | None = PrivateAttr(default=None)
+    _warned: set[str] = PrivateAttr(default_factory=set)
 
     @classmethod
     def bind(
@@ -186,6 +258,10 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
 
     async def cancel(self) -> TrainingJob:
         return await self._t.run(op_cancel_job(self.id))
+
+    def told_stale(self, message: str) -> None:
+        self._warned.add(STALE_GROUPS)
+        _warn(self.id, message, stacklevel=4)
 
     async def events(
         self,
@@ -223,10 +299,14 @@ class AsyncTrainingJobHandle(TrainingJobCreated):
         try:
             async for event in self.events(poll_interval=poll_interval):
                 bar.update(event)
+                if event.type == "warning" and event.data.get("code") not in self._warned:
+                    _warn(self.id, str(event.data.get("message")))
                 if event.type == "training_failed":
                     raise _failure(self.id, event)
                 if event.type == "training_ended":
                     return await self._checkpoint(str(event.data["checkpoint_id"]))
+        except KeyboardInterrupt:
+            raise TrainingJobInterrupted(self.id) from None
         finally:
             bar.close()
         raise TrainingJobFailed(self.id, "the event stream ended without a terminal event")

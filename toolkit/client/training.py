@@ -29,7 +29,7 @@ from ..types.training import (
 from ..types.trajectories import StoredTrajectory
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
-from .jobs import AsyncTrainingJobHandle, TrainingJobHandle
+from .jobs import AsyncTrainingJobHandle, TrainingJobHandle, stale, stale_async
 from .sft_data import SFTData, train_jsonl
 from .training_download import FolderDownload
 from .training_ops import (
@@ -166,9 +166,14 @@ class TrainingJobs:
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
     ) -> TrainingJobHandle:
-        """Start an RL step over the groups; the handle follows the job (``wait()``, ``events()``)."""
-        created = self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
-        return self.handle(created.id, model_id)
+        """Start an RL step over the groups; the handle follows the job (``wait()``, ``events()``).
+        Warns (``TrainingJobWarning``) when the groups were sampled from an older checkpoint."""
+        op = op_create_rl_job(model_id, trajectory_groups, experimental_config)
+        told = stale(self._t, model_id, op.json["trajectory_groups"])  # before the job can end
+        handle = self.handle(self._t.run(op).id, model_id)
+        if told:
+            handle.told_stale(told)
+        return handle
 
     def handle(self, job_id: str, model_id: str | None = None) -> TrainingJobHandle:
         """A handle of an existing job (RL or SFT)."""
@@ -342,8 +347,12 @@ class AsyncTrainingJobs:
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
     ) -> AsyncTrainingJobHandle:
-        created = await self._t.run(op_create_rl_job(model_id, trajectory_groups, experimental_config))
-        return self.handle(created.id, model_id)
+        op = op_create_rl_job(model_id, trajectory_groups, experimental_config)
+        told = await stale_async(self._t, model_id, op.json["trajectory_groups"])
+        handle = self.handle((await self._t.run(op)).id, model_id)
+        if told:
+            handle.told_stale(told)
+        return handle
 
     def handle(self, job_id: str, model_id: str | None = None) -> AsyncTrainingJobHandle:
         return AsyncTrainingJobHandle.bind(job_id, self._t, model_id)

@@ -99,6 +99,7 @@ class Checkpoint(WireModel):
     step: int
     metrics: dict[str, Number] = Field(default_factory=dict)
     created_at: datetime | None = None
+    trained: bool | None = None  # extension: false when its job trained nothing; None: step 0, unsaid
 
 
 CheckpointList = ListEnvelope[Checkpoint]
@@ -387,7 +388,8 @@ JobKind = Literal["rl", "sft"]
 
 
 class TrainingJob(WireModel):
-    """A training job. The spec publishes only ``id``; the rest is this server's extension."""
+    """A training job. The spec publishes only ``id``; the rest is this server's extension.
+    ``queue_position``: while queued, how many queued jobs run before it (0: next to run)."""
 
     id: str
     model_id: str | None = None
@@ -401,9 +403,13 @@ class TrainingJob(WireModel):
     checkpoint_id: str | None = None
     num_sequences: int | None = None
     error: str | None = None
+    queue_position: int | None = None
 
 
-EventType = Literal["training_started", "gradient_step", "training_ended", "training_failed"]
+# ``queued`` {ahead} and ``warning`` {code, message} are extensions (docs/interfaces.md, "Training jobs")
+EventType = Literal[
+    "queued", "training_started", "gradient_step", "warning", "training_ended", "training_failed"
+]
 TERMINAL_EVENTS: tuple[EventType, ...] = ("training_ended", "training_failed")  # a job has exactly one
 
 # gradient_step keys -> the names ART's client files them under (a checkpoint's metrics use these)

@@ -18,7 +18,7 @@ from ._base import ToolkitWidget
 from ._common import FigureBox, StatusLine, button, frame_html
 from .chat import ChatCompare
 
-LEADING = ("model", "step", "created_at")
+LEADING = ("model", "step", "trained", "created_at")
 
 
 def checkpoint_name(model: Model, step: int) -> str:
@@ -42,7 +42,8 @@ class CheckpointExplorer(ToolkitWidget):
     checkpoints to delete (after a confirmation) or to open in a :class:`ChatCompare`.
 
     :meth:`start` (or the first display) loads the models and the checkpoints of ``model_ids``. The
-    table shows the columns that hold values first and leaves out those without any. State traits:
+    table shows the columns that hold values first and leaves out those without any; ``trained`` is
+    false for a step whose job trained nothing (listed "(untrained)" for selection). State traits:
     ``pending`` (the checkpoints a delete waits to confirm, as ``(model id, step)`` pairs).
     """
 
@@ -119,9 +120,12 @@ class CheckpointExplorer(ToolkitWidget):
             self.metric.value = current if current in metrics else preferred
         finally:
             self._refreshing = False
+        rows = zip(
+            self.checkpoints["model_id"], self.checkpoints["step"], self.checkpoints["trained"], strict=True
+        )
         self.selection.options = [
-            (f"{self._label(m)} step {s}", (m, int(s)))
-            for m, s in zip(self.checkpoints["model_id"], self.checkpoints["step"], strict=True)
+            (f"{self._label(m)} step {s}{'' if pd.isna(t) or t else ' (untrained)'}", (m, int(s)))
+            for m, s, t in rows
         ]
         self.table.value = frame_html(shown)
         self._plot()

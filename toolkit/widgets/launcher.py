@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import ipywidgets as w
 from pydantic import ValidationError
 from traitlets import List, Unicode
 
-from ..client import Client
+from ..client import Client, TrainingJobWarning
 from ..client.sft_data import train_jsonl
 from ..rollouts import rl_untrainable
 from ..types.training import ExperimentalTrainingConfig, Model, SFTTrainingConfig, TrajectoryGroup
@@ -60,7 +61,8 @@ class JobLauncher(ToolkitWidget):
 
     :meth:`start` (or the first display) loads the models. :meth:`validate` lists what is wrong before
     anything is sent (also the groups an RL job would refuse for lack of logprobs or token ids);
-    :meth:`launch` creates the job and returns (and shows) a started :class:`JobMonitor`.
+    :meth:`launch` creates the job and returns (and shows) a started :class:`JobMonitor`; what the
+    client warns about at creation (groups sampled from an older checkpoint) shows in the status line.
     State traits: ``problems`` (of the last validation) and ``job_id`` (the launched job).
     """
 
@@ -196,12 +198,20 @@ class JobLauncher(ToolkitWidget):
             self.status_line.error("\n".join(problems))
             raise ValueError("; ".join(problems))
         model_id = self.model.value
+        told: list[str] = []
         if self.kind.value == "rl":
-            created = self.client.training_jobs.create(
-                model_id=model_id,
-                trajectory_groups=self.groups,
-                experimental_config=self.experimental_config(),
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", TrainingJobWarning)
+                created = self.client.training_jobs.create(
+                    model_id=model_id,
+                    trajectory_groups=self.groups,
+                    experimental_config=self.experimental_config(),
+                )
+            for warning in caught:  # ours go to the status line, any other is shown as usual
+                if issubclass(warning.category, TrainingJobWarning):
+                    told.append(str(warning.message))
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
         else:
             records = [json.loads(line) for line in self.sft_data.value.splitlines() if line.strip()]
             created = self.client.sft_training_jobs.create_from_data(
@@ -211,7 +221,10 @@ class JobLauncher(ToolkitWidget):
             self.monitor.close()
         self.monitor = JobMonitor(self.client, created.id, interval=self.interval)
         self.job_id = created.id
-        self.status_line.ok(f"launched job {created.id}")
+        if told:
+            self.status_line.warn("\n".join([f"launched job {created.id}", *told]))
+        else:
+            self.status_line.ok(f"launched job {created.id}")
         self.output.children = [self.monitor]
         self.monitor.start()
         return self.monitor

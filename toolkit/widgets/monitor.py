@@ -1,4 +1,5 @@
-"""JobMonitor: a training job's status, progress, live training curves, events frame and cancel."""
+"""JobMonitor: a training job's status (and place in the queue), progress, warnings (nothing trained,
+stale groups), live training curves, events frame and cancel."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import html
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
-from traitlets import Bool, Int, Unicode, observe
+from traitlets import Bool, Int, List, Unicode, observe
 
 from .. import _theme, frames, plots
 from ..client import Client
@@ -24,7 +25,9 @@ class JobMonitor(PollingWidget):
     hand and :meth:`wait` blocks until the end. Several monitors can run at once.
 
     State traits: ``job_id``, ``status`` (the job's, ``waiting`` before the first poll), ``num_steps``,
-    ``total_steps``, ``done``, ``polling`` and ``error`` (the failure message).
+    ``total_steps``, ``done``, ``polling``, ``error`` (the failure message), ``queued_behind`` (while
+    queued: the jobs ahead, from its last ``queued`` event), ``warnings`` (the messages of its
+    ``warning`` events) and ``trained`` (from ``training_ended``: false when nothing was trained).
     """
 
     job_id = Unicode()
@@ -33,6 +36,9 @@ class JobMonitor(PollingWidget):
     total_steps = Int(0)
     done = Bool(False)
     error = Unicode(None, allow_none=True)
+    queued_behind = Int(0)
+    warnings = List(Unicode())
+    trained = Bool(None, allow_none=True)
 
     def __init__(self, client: Client, job_id: str, *, interval: float = 1.0) -> None:
         self.client = client
@@ -42,12 +48,13 @@ class JobMonitor(PollingWidget):
         self.progress = w.IntProgress(value=0, min=0, max=1, description="steps", bar_style="info")
         self.plot = FigureBox(plots.training_curves(self.events))
         self.failure = w.HTML(layout=w.Layout(display="none"))
+        self.notice = w.HTML(layout=w.Layout(display="none"))
         self.table = w.HTML(frame_html(self.events))
         self.status_line = StatusLine()
         self.cancel_button = button("Cancel", self.cancel, style="warning", icon="stop")
         header = w.HBox([self.header, self.progress, self.cancel_button])
         accordion = w.Accordion([self.table], titles=("Events",))
-        super().__init__([header, self.failure, self.status_line, self.plot, accordion])
+        super().__init__([header, self.failure, self.notice, self.status_line, self.plot, accordion])
         self.job_id, self.interval = job_id, interval
         self._render_status()
 
@@ -81,6 +88,9 @@ class JobMonitor(PollingWidget):
             self.total_steps = max(job.num_sequences or self._started_sequences() or 0, self.num_steps)
             self.error = job.error or self._failure_message()
             self.status = job.status or "waiting"
+            self.queued_behind = self._ahead() if self.status == "queued" else 0
+            self.warnings = [str(e.data.get("message")) for e in self._events if e.type == "warning"]
+            self.trained = self._trained()
             self.done = self._feed.ended
         return not self.done
 
@@ -108,15 +118,30 @@ class JobMonitor(PollingWidget):
             f"{self.num_steps}/{self.total_steps} steps" if self.total_steps else f"{self.num_steps} steps"
         )
         error = f": {self.error}" if self.error else ""
-        return f"JobMonitor: job {self.job_id[:8]} {self.status}, {steps}{error}"
+        return f"JobMonitor: job {self.job_id[:8]} {self._state()}, {steps}{error}"
 
-    @observe("status", "num_steps", "total_steps", "done", "error")
+    def _state(self) -> str:
+        """The status as the header says it: with the place in the queue, or that nothing trained."""
+        if self.status == "queued" and self.queued_behind:
+            return f"queued behind {self.queued_behind} job(s)"
+        if self.trained is False:
+            return f"{self.status} (nothing trained)"
+        return self.status
+
+    @observe("status", "num_steps", "total_steps", "done", "error", "queued_behind", "warnings", "trained")
     def _render_status(self, _: object = None) -> None:
         self.progress.max = max(self.total_steps, self.num_steps, 1)
         self.progress.value = self.num_steps
-        self.progress.bar_style = BAR_STYLES.get(self.status, "info")
-        self.header.value = f"<b>job {html.escape(self.job_id[:8])}</b> {html.escape(self.status)}"
+        self.progress.bar_style = "warning" if self.trained is False else BAR_STYLES.get(self.status, "info")
+        self.header.value = f"<b>job {html.escape(self.job_id[:8])}</b> {html.escape(self._state())}"
         self.cancel_button.disabled = self.done
+        if self.warnings:
+            lines = "".join(f"<div>{html.escape(m)}</div>" for m in self.warnings)
+            self.notice.value = (
+                f'<div style="border:1px solid {_theme.WARN};background:{_theme.tint(_theme.WARN, 12)};'
+                f'padding:6px;border-radius:4px"><b>Warning</b>{lines}</div>'
+            )
+            self.notice.layout.display = None
         if self.error or self.status == "failed":
             title = "Training cancelled" if self.status == "cancelled" else "Training failed"
             color = _theme.WARN if self.status == "cancelled" else _theme.ERROR
@@ -131,6 +156,15 @@ class JobMonitor(PollingWidget):
     def _started_sequences(self) -> int | None:
         started = [e for e in self._events if e.type == "training_started"]
         return int(started[-1].data.get("num_sequences") or 0) if started else None
+
+    def _ahead(self) -> int:
+        queued = [e for e in self._events if e.type == "queued"]
+        return int(queued[-1].data.get("ahead") or 0) if queued else 0
+
+    def _trained(self) -> bool | None:
+        ended = [e for e in self._events if e.type == "training_ended"]
+        trained = ended[-1].data.get("trained") if ended else None
+        return trained if isinstance(trained, bool) else None
 
     def _failure_message(self) -> str | None:
         failed = [e for e in self._events if e.type == "training_failed"]

@@ -218,7 +218,9 @@ def test_unknown_model_is_404(http: httpx.Client) -> None:
     for name in ("nope", "nope:step3", "wandb-artifact:///a/b/nope", "wandb-artifact:///broken"):
         r = post(http, {"messages": USER, "model": name})
         assert r.status_code == 404
-        assert r.json() == bad(f"The model `{name}` does not exist.", "model", "NotFoundError", 404)
+        error = r.json()["error"]
+        assert error["message"].startswith(f"The model `{name}` does not exist; served: toolkit/tiny-chat-1m")
+        assert {**error, "message": ""} == bad("", "model", "NotFoundError", 404)["error"]
 
 
 def test_missing_key_is_401(server: Any) -> None:

@@ -163,11 +163,44 @@ def test_a_deleted_checkpoint_stops_being_served(http: httpx.Client, trained: di
     assert r.status_code == 200, r.text
     gone = http.post("/v1/chat/completions", json={"messages": USER, "model": f"{name}:step1"})
     assert gone.status_code == 404
-    assert gone.json() == {
-        "error": {
-            "message": f"The model `{name}:step1` does not exist.",
-            "type": "NotFoundError",
-            "param": "model",
-            "code": 404,
-        }
+    error = gone.json()["error"]
+    assert error["message"].startswith(f"The model `{name}:step1` does not exist; served: ")
+    assert {**error, "message": ""} == {"message": "", "type": "NotFoundError", "param": "model", "code": 404}
+
+
+def test_an_unknown_model_is_a_404_listing_what_is_served(server: LocalServer) -> None:
+    """As ``POST /v1/preview/models`` answers an unknown base: the served names, in vLLM's 404 shape
+    (so the official client raises ``NotFoundError``), with the caller's own models (no one else's)."""
+    key = server.new_user_key(f"names-{uuid.uuid4().hex[:8]}")
+    bases = "toolkit/tiny-chat-1m, toolkit/tiny-random-1m"
+    with server.http(key=key) as http:
+        r = http.post("/v1/chat/completions", json={"messages": USER, "model": "nope"})
+        assert (r.status_code, r.json()) == (
+            404,
+            {
+                "error": {
+                    "message": f"The model `nope` does not exist; served: {bases}.",
+                    "type": "NotFoundError",
+                    "param": "model",
+                    "code": 404,
+                }
+            },
+        )
+        made = http.post(
+            "/v1/preview/models", json={"project": "p", "name": "mine", "base_model": BUILTIN_NAME}
+        )
+        assert made.status_code == 200, made.text
+        unknown_base = http.post(
+            "/v1/preview/models", json={"project": "p", "name": "x", "base_model": "nope"}
+        )
+        assert unknown_base.json()["detail"][0]["msg"] == f"unknown base model 'nope'; served: {bases}"
+    official = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+    with official, pytest.raises(openai.NotFoundError) as raised:
+        official.chat.completions.create(model="mine:step7", messages=USER)  # type: ignore[arg-type]
+    assert raised.value.status_code == 404 and raised.value.body == {
+        "message": f"The model `mine:step7` does not exist; served: {bases}, mine"
+        " (a model's checkpoints as <name>:step<N>).",
+        "type": "NotFoundError",
+        "param": "model",
+        "code": 404,
     }

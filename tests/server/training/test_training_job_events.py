@@ -25,10 +25,11 @@ def test_a_long_poll_answers_when_the_next_event_is_written(server: LocalServer)
     wait_for_event(client, running.id, "gradient_step")
     answer: dict[str, object] = {}
     path = f"/v1/preview/training-jobs/{queued.id}/events"
+    (queued_event,) = client.training_jobs.events.list(queued.id)  # {"ahead": 1}, written at creation
 
     def poll(http: httpx.Client) -> None:
         started = time.monotonic()
-        answer["page"] = http.get(path, params={"wait": 30}).json()
+        answer["page"] = http.get(path, params={"after": queued_event.id, "wait": 30}).json()
         answer["seconds"] = time.monotonic() - started
 
     with server.http() as http:
@@ -43,7 +44,7 @@ def test_a_long_poll_answers_when_the_next_event_is_written(server: LocalServer)
         waiting = threading.Thread(target=poll, args=(http,))
         waiting.start()
         time.sleep(1.0)
-        assert "page" not in answer  # held: the queued job has no event yet
+        assert "page" not in answer  # held: the queued job has no event after its "queued" yet
         client.training_jobs.cancel(running.id)  # the queued job starts, and writes its first event
         waiting.join(30)
         page = answer["page"]

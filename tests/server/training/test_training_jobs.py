@@ -1,6 +1,7 @@
 """RL and SFT jobs over loopback HTTP: they train the served model (toward the rewarded answer, off
 policy with num_iterations, SFT on message lists with its config), emit the exact event sequence
-(paginated past 100 events) and end with a checkpoint even with nothing to train."""
+(paginated past 100 events) and end with a checkpoint even with nothing to train, one that says so
+(the other ways of training nothing: test_training_untrained.py)."""
 
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ def test_rl_job_moves_the_served_model_toward_the_rewarded_answer(server: LocalS
             assert key in event.data
         assert event.data["loss/clipped_token_fraction"] >= 0
         assert event.data["reward"] == 0.5 and event.data["num_trainable_tokens"] == 4
-    assert events[-1].data == {"step": 1, "checkpoint_id": checkpoint.id}
+    assert events[-1].data == {"step": 1, "checkpoint_id": checkpoint.id, "trained": True}
     listed = {c.step: c for c in client.models.checkpoints.list(model.id)}
     assert listed[1].id == checkpoint.id
+    assert (listed[0].trained, listed[1].trained, checkpoint.trained) == (None, True, True)
     assert listed[1].metrics["train/reward"] == 0.5
     assert listed[1].metrics["data/step_num_gradient_steps"] == 4
 
@@ -168,15 +170,30 @@ def test_events_paginate_over_more_than_100(server: LocalServer) -> None:
             assert http.get(f"/v1/preview/training-jobs/{job.id}/events", params=params).status_code == 422
 
 
-def test_nothing_trainable_still_ends_and_advances_the_step(server: LocalServer) -> None:
+def test_nothing_trainable_ends_advances_the_step_and_says_so(server: LocalServer) -> None:
+    """As ART's backend, the step advances (step 1 is the base model unchanged); unlike a silent
+    success, a warning event names why, ``training_ended`` and the checkpoint say ``trained: false``
+    and ``wait()`` warns in one line."""
     client = server.client()
     model = new_model(client, "flat")
     base = served(model, 0)
     same = [answer_trajectory(client, base, "dog", "god", 0.5) for _ in range(3)]
     job = client.training_jobs.create(model_id=model.id, trajectory_groups=[{"trajectories": same}])
-    checkpoint = job.wait(progress=False)
-    assert checkpoint.step == 1
+    with pytest.warns(tk.TrainingJobWarning) as told:
+        checkpoint = job.wait(progress=False)
+    assert checkpoint.step == 1 and checkpoint.trained is False
     assert checkpoint.metrics["data/step_num_groups_trainable"] == 0
+    assert checkpoint.metrics["data/step_num_gradient_steps"] == 0
     events = job_events(client, job.id)
-    assert [e.type for e in events] == ["training_started", "training_ended"]
+    assert [e.type for e in events] == ["training_started", "warning", "training_ended"]
     assert events[0].data["num_sequences"] == 0
+    message = (
+        "Nothing trained: every group's rewards are equal (1 group), so every advantage is 0."
+        " Step 1 is step 0's model unchanged (its checkpoint says trained: false)."
+    )
+    assert events[1].data == {"code": "nothing_trained", "message": message}
+    assert events[2].data == {"step": 1, "checkpoint_id": checkpoint.id, "trained": False}
+    assert [str(w.message) for w in told if w.category is tk.TrainingJobWarning] == [
+        f"training job {job.id}: {message}"
+    ]
+    assert [c.trained for c in client.models.checkpoints.list(model.id)] == [None, False]

@@ -33,4 +33,5 @@ def test_a_queued_rl_job_runs_from_its_stored_request_after_a_kill(fresh_server:
     job = wait_job(client, queued.id)
     assert (job.status, job.result_step, job.error) == ("succeeded", 1, None)
     events = list(client.training_jobs.events.list(queued.id, limit=100))
-    assert [e.type for e in events] == ["training_started", "gradient_step", "training_ended"]
+    assert [e.type for e in events] == ["queued", "training_started", "gradient_step", "training_ended"]
+    assert events[0].data == {"ahead": 1}  # written when it was created; nothing ahead after the restart

@@ -12,6 +12,7 @@ import pytest
 from training_helpers import new_model
 
 from conftest import LocalServer
+from toolkit.client.jobs import TrainingJobFailed
 from toolkit.server.training.data import TrainingDataError, iter_conversations
 
 TOOLS = [
@@ -136,6 +137,10 @@ BAD = [
         with_message(2, {"tool_calls": [{"id": "c", "function": {"name": "search", "arguments": "{}"}}]}),
         "message 2, tool call 0: calls 'search', which is not among the line's tools",
     ),
+    (  # no tools at all: every call is to a tool the line does not offer (docs/interfaces.md)
+        {k: v for k, v in OPENAI.items() if k != "tools"},
+        "message 2, tool call 0: calls 'get_weather', but the line has no 'tools'",
+    ),
     (
         with_message(2, {"tool_calls": [{"id": "c", "function": {"arguments": "{}"}}]}),
         "message 2, tool call 0: needs 'function' with a string 'name'",
@@ -194,10 +199,39 @@ def test_the_job_reads_lines_with_the_same_checks() -> None:
             choice,
             {"role": "tool", "tool_call_id": "a", "content": "r"},
             {"message": {"content": "ok"}},
-        ]
+        ],
+        "tools": [{"type": "function", "function": {"name": "f"}}],
     }
     with pytest.raises(
         TrainingDataError,
         match=r"^trajectories.jsonl, line 1: message 1, tool call 0: the arguments are not JSON",
     ):
         list(iter_conversations("trajectories.jsonl", jsonl(trajectory)))
+    without_tools = {"messages_and_choices": trajectory["messages_and_choices"]}
+    with pytest.raises(
+        TrainingDataError,
+        match=r"^trajectories.jsonl, line 1: message 1, tool call 0: calls 'f', but the line has no",
+    ):
+        list(iter_conversations("trajectories.jsonl", jsonl(without_tools)))
+
+
+def test_a_stored_line_calling_a_tool_without_tools_fails_the_job(
+    server: LocalServer, http: httpx.Client
+) -> None:
+    """Data stored before the rule (or changed on disk since its upload) is checked again by the job,
+    which fails naming the file, the line and the call instead of training on it."""
+    client = server.client()
+    model = new_model(client, "sft-no-tools")
+    r = upload(http, jsonl(TRL, OPENAI))
+    assert r.status_code == 200, r.text
+    artifact = r.json()
+    (stored,) = server.data_dir.glob(f"**/{artifact['id']}/train.jsonl")
+    stored.write_bytes(jsonl(TRL, {k: v for k, v in OPENAI.items() if k != "tools"}))
+    job = client.sft_training_jobs.create(model_id=model.id, training_data_url=artifact["url"])
+    with pytest.raises(TrainingJobFailed) as failed:
+        job.wait(progress=False)
+    assert (
+        failed.value.message
+        == "train.jsonl, line 2: message 2, tool call 0: calls 'get_weather', but the line has no 'tools'"
+    )
+    assert [c.step for c in client.models.checkpoints.list(model.id)] == [0]

@@ -6,12 +6,15 @@ Names: a base model's name (or none: the first base), an adapter's ``--lora-modu
 ``wandb-artifact:///<entity>/<project>/<name>[:step<N>|:latest]`` as ART clients send. A bare name is
 unique per entity and project only: when the user has it in several projects, the request's
 ``OpenAI-Project`` header (``team/project``, or ``project``) chooses among them; otherwise the answer
-is a 400 naming each candidate in its ``wandb-artifact:///`` form, never a silent pick.
+is a 400 naming each candidate in its ``wandb-artifact:///`` form, never a silent pick. A name that
+serves nothing is vLLM's 404 (``The model `X` does not exist.``) followed by what is served: the base
+models (as ``POST /v1/preview/models`` lists them for an unknown base), adapters and the user's models.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +28,7 @@ from .context import ChatContext
 from .external import checkpoint_name
 
 ARTIFACT_PREFIX = "wandb-artifact:///"
+LISTED_MODELS = 20  # of the user's models, the newest named in a 404 (GET /v1/models lists all)
 _STEP = re.compile(r"^(?P<name>.+?)(?P<suffix>:(?:step(?P<step>\d+)|latest))$")
 
 
@@ -49,7 +53,7 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     adapter = served.adapters.get(name)
     if adapter is not None:
         return Resolved(adapter.engine, adapter.weights, adapter.name)
-    missing = NotFound(f"The model `{name}` does not exist.", param="model")
+    missing = unknown_model(chat, user, name)
     if name.startswith(ARTIFACT_PREFIX):
         parts = name[len(ARTIFACT_PREFIX) :].split("/")
         if len(parts) != 3 or not all(parts):
@@ -81,6 +85,24 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     if checkpoint_kind(folder) is None:
         raise missing
     return Resolved(engine, Weights(row.id, folder), checkpoint_name(model.id, row.step))
+
+
+def served_names(names: Iterable[str]) -> str:
+    """``served: a, b``: the served base models, as the 404 of a chat and the 422 of an unknown base
+    in ``POST /v1/preview/models`` list them."""
+    return f"served: {', '.join(names)}"
+
+
+def unknown_model(chat: ChatContext, user: User, name: str) -> NotFound:
+    """vLLM's 404 for ``name``, then what is served: bases, ``--lora-modules`` adapters and the
+    user's models on a served base (the newest :data:`LISTED_MODELS`)."""
+    served = chat.served
+    newest = reversed([m.name for m in chat.models.all(user) if served.engine(m.base_model)])
+    mine = list(dict.fromkeys(newest))
+    listed = [*served.specs, *served.adapters, *mine[:LISTED_MODELS]]
+    more = f" and {len(mine) - LISTED_MODELS} more" if len(mine) > LISTED_MODELS else ""
+    steps = " (a model's checkpoints as <name>:step<N>)" if mine else ""
+    return NotFound(f"The model `{name}` does not exist; {served_names(listed)}{more}{steps}.", param="model")
 
 
 def artifact_name(model: Model, suffix: str = "") -> str:

@@ -3,6 +3,11 @@
 A job moves ``queued -> running -> succeeded | failed | cancelled`` (``queued -> cancelled`` and
 ``queued -> failed`` too). Every move to a terminal state writes the job's one terminal event in the
 same transaction, so a reader never sees a finished job without its event, nor the reverse.
+
+The queue: one worker runs the jobs of every user in submission order (``created_at``, then row
+order). A job created behind others gets a ``queued`` event ``{"ahead": N}`` (the running job and
+the queued ones before it), and a new one whenever a job ahead of it ends and it still waits behind
+some; its ``queue_position`` counts the queued jobs before it (0: it runs next).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...types.job_warnings import WarningCode
 from ...types.training import EventType, JobKind, TrainingJob, TrainingJobEvent
 from ..errors import NotFound, Unprocessable
 from .common import new_id, now_iso
@@ -20,6 +26,7 @@ from .db import Database
 from .users import User
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+_QUEUE_ORDER = "ORDER BY created_at, rowid"  # the order the worker runs queued jobs in
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,8 @@ class JobRow:
     request: str | None  # the request as JSON (gone once the job has ended)
 
 
-def _job(row: sqlite3.Row) -> TrainingJob:
+def _job(row: sqlite3.Row, queue: list[str]) -> TrainingJob:
+    """The job of ``row``; ``queue``: the ids of the queued jobs in the order they will run."""
     return TrainingJob(
         id=row["id"],
         model_id=row["model_id"],
@@ -47,6 +55,7 @@ def _job(row: sqlite3.Row) -> TrainingJob:
         checkpoint_id=row["checkpoint_id"],
         num_sequences=row["num_sequences"],
         error=row["error"],
+        queue_position=queue.index(row["id"]) if row["status"] == "queued" and row["id"] in queue else None,
     )
 
 
@@ -63,7 +72,8 @@ class Jobs:
     # ------------------------------------------------------------------ jobs
 
     def create(self, user: User, model_id: str, kind: JobKind, request: str) -> str:
-        """A queued job; ``request`` is the JSON the runner reads back after a restart."""
+        """A queued job; ``request`` is the JSON the runner reads back after a restart. Created behind
+        other jobs, it gets a ``queued`` event saying how many."""
         job_id = new_id()
         with self.db.write() as conn:
             conn.execute(
@@ -71,6 +81,7 @@ class Jobs:
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
                 (job_id, user.id, model_id, kind, request, now_iso()),
             )
+            self._queue_moved(conn)
         return job_id
 
     def get(self, user: User, job_id: str) -> TrainingJob:
@@ -79,7 +90,7 @@ class Jobs:
         ).fetchone()
         if row is None:
             raise NotFound(f"Training job {job_id} not found")
-        return _job(row)
+        return _job(row, self._queue(self.db.conn) if row["status"] == "queued" else [])
 
     def all(self, user: User, model_id: str | None) -> list[TrainingJob]:
         sql = "SELECT * FROM training_jobs WHERE user_id = ?"
@@ -87,7 +98,9 @@ class Jobs:
         if model_id is not None:
             sql += " AND model_id = ?"
             args.append(model_id)
-        return [_job(r) for r in self.db.conn.execute(sql + " ORDER BY created_at", args)]
+        rows = self.db.conn.execute(sql + " ORDER BY created_at", args).fetchall()
+        queue = self._queue(self.db.conn) if any(r["status"] == "queued" for r in rows) else []
+        return [_job(r, queue) for r in rows]
 
     def row(self, job_id: str) -> JobRow | None:
         row = self.db.conn.execute("SELECT * FROM training_jobs WHERE id = ?", (job_id,)).fetchone()
@@ -97,9 +110,35 @@ class Jobs:
 
     def ids_with_status(self, status: str) -> list[str]:
         rows = self.db.conn.execute(
-            "SELECT id FROM training_jobs WHERE status = ? ORDER BY created_at, rowid", (status,)
+            f"SELECT id FROM training_jobs WHERE status = ? {_QUEUE_ORDER}", (status,)
         )
         return [r["id"] for r in rows]
+
+    # ------------------------------------------------------------------ the queue
+
+    @staticmethod
+    def _queue(conn: sqlite3.Connection) -> list[str]:
+        """The ids of the queued jobs (of every user), in the order the worker will run them."""
+        return [
+            r["id"]
+            for r in conn.execute(f"SELECT id FROM training_jobs WHERE status = 'queued' {_QUEUE_ORDER}")
+        ]
+
+    def _queue_moved(self, conn: sqlite3.Connection) -> None:
+        """Inside a transaction that added or ended a job: a ``queued {ahead}`` event for each queued
+        job whose number of jobs ahead (the running one, then the queued before it) is not what its
+        last ``queued`` event said; none once it runs next with nothing ahead."""
+        running = conn.execute("SELECT COUNT(*) FROM training_jobs WHERE status = 'running'").fetchone()[0]
+        rows = conn.execute(
+            "SELECT id, (SELECT e.data FROM training_job_events e WHERE e.job_id = training_jobs.id"
+            " AND e.type = 'queued' ORDER BY e.seq DESC LIMIT 1) AS said"
+            f" FROM training_jobs WHERE status = 'queued' {_QUEUE_ORDER}"
+        ).fetchall()
+        for position, row in enumerate(rows):
+            ahead = running + position
+            said = json.loads(row["said"])["ahead"] if row["said"] else 0
+            if ahead != said and ahead > 0:
+                self._add_event(conn, row["id"], "queued", {"ahead": ahead})
 
     def start(self, job_id: str, base_step: int) -> bool:
         """``queued -> running``; False when the job is no longer queued (cancelled meanwhile)."""
@@ -133,6 +172,10 @@ class Jobs:
         with self.db.write() as conn:
             self._add_event(conn, job_id, type_, data)
 
+    def warn(self, job_id: str, code: WarningCode, message: str) -> None:
+        """A ``warning`` event: ``code`` (types/job_warnings.py) and a one-line ``message``."""
+        self.add_event(job_id, "warning", {"code": code, "message": message})
+
     def _add_event(
         self, conn: sqlite3.Connection, job_id: str, type_: EventType, data: dict[str, Any]
     ) -> None:
@@ -141,14 +184,19 @@ class Jobs:
             (new_id(), job_id, type_, json.dumps(data), now_iso()),
         )
 
-    def succeed(self, conn: sqlite3.Connection, job_id: str, step: int, checkpoint_id: str) -> None:
-        """Inside the transaction that inserted the checkpoint: ``training_ended`` and ``succeeded``."""
+    def succeed(
+        self, conn: sqlite3.Connection, job_id: str, step: int, checkpoint_id: str, *, trained: bool = True
+    ) -> None:
+        """Inside the transaction that inserted the checkpoint: ``training_ended`` and ``succeeded``;
+        ``trained`` says whether the job changed the weights."""
         conn.execute(
             "UPDATE training_jobs SET status = 'succeeded', finished_at = ?, result_step = ?,"
             " checkpoint_id = ?, request = NULL WHERE id = ?",
             (now_iso(), step, checkpoint_id, job_id),
         )
-        self._add_event(conn, job_id, "training_ended", {"step": step, "checkpoint_id": checkpoint_id})
+        ended = {"step": step, "checkpoint_id": checkpoint_id, "trained": trained}
+        self._add_event(conn, job_id, "training_ended", ended)
+        self._queue_moved(conn)
 
     def fail(self, job_id: str, message: str, status: str = "failed") -> bool:
         """End a job that has not ended yet with ``training_failed``; False if it had already ended."""
@@ -161,6 +209,7 @@ class Jobs:
             if cur.rowcount != 1:
                 return False
             self._add_event(conn, job_id, "training_failed", {"error_message": message})
+            self._queue_moved(conn)
             return True
 
     # ------------------------------------------------------------------ events

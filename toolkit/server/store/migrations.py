@@ -154,4 +154,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX trajectories_by_prompt ON trajectories (model_id, prompt_key);
     CREATE INDEX trajectories_by_content ON trajectories (model_id, content_hash);
     """,
+    # 6: whether the job that wrote a checkpoint changed its weights (NULL: step 0, the base). Rows of
+    # earlier jobs are read from their metrics: a job step with no gradient step trained nothing.
+    """
+    ALTER TABLE checkpoints ADD COLUMN trained INTEGER;
+    UPDATE checkpoints SET trained = json_extract(metrics, '$."data/step_num_gradient_steps"') > 0
+        WHERE step > 0 AND json_extract(metrics, '$."data/step_num_gradient_steps"') IS NOT NULL;
+    """,
 ]

@@ -56,8 +56,13 @@ def _model(row: sqlite3.Row) -> Model:
 
 
 def _checkpoint(row: sqlite3.Row) -> Checkpoint:
+    trained = row["trained"]
     return Checkpoint(
-        id=row["id"], step=row["step"], metrics=json.loads(row["metrics"]), created_at=row["created_at"]
+        id=row["id"],
+        step=row["step"],
+        metrics=json.loads(row["metrics"]),
+        created_at=row["created_at"],
+        trained=bool(trained) if trained is not None else None,
     )
 
 
@@ -110,7 +115,11 @@ class Models:
                     lora.model_dump_json() if lora is not None else None,
                 ),
             )
-            conn.execute("INSERT INTO checkpoints VALUES (?, ?, 0, '{}', NULL, ?)", (new_id(), model_id, now))
+            conn.execute(
+                "INSERT INTO checkpoints (id, model_id, step, metrics, path, created_at)"
+                " VALUES (?, ?, 0, '{}', NULL, ?)",
+                (new_id(), model_id, now),
+            )
             return self.get(user, model_id), True
 
     def get(self, user: User, model_id: str) -> Model:
@@ -244,12 +253,22 @@ class Models:
         ).fetchone()
         return int(row[0] or 0)
 
-    def add_checkpoint(self, model_id: str, step: int, path: str | None, metrics: dict[str, float]) -> str:
+    def add_checkpoint(
+        self,
+        model_id: str,
+        step: int,
+        path: str | None,
+        metrics: dict[str, float],
+        *,
+        trained: bool | None = None,
+    ) -> str:
+        """A checkpoint row; ``trained``: whether its job changed the weights (None: not a job's)."""
         checkpoint_id = new_id()
         with self.db.write() as conn:
             conn.execute(
-                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
-                (checkpoint_id, model_id, step, json.dumps(metrics), path, now_iso()),
+                "INSERT INTO checkpoints (id, model_id, step, metrics, path, created_at, trained)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (checkpoint_id, model_id, step, json.dumps(metrics), path, now_iso(), trained),
             )
         return checkpoint_id
 

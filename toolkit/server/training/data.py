@@ -99,8 +99,10 @@ def _arguments(where: str, arguments: Any) -> None:
 
 
 def check_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
-    """Roles, tool calls and tool results of one conversation; a ValueError names the first problem."""
-    known = {t["function"]["name"] for t in tools} if tools else None
+    """Roles, tool calls and tool results of one conversation; a ValueError names the first problem.
+    A call must name one of ``tools`` (a line without ``tools`` may call none), so that the model is
+    never trained to call a tool its prompt does not offer."""
+    known = {t["function"]["name"] for t in tools or ()}
     open_calls: list[tuple[str | None, str]] = []  # (id, name) of calls not answered yet
     for i, message in enumerate(messages):
         role = message["role"]
@@ -121,8 +123,9 @@ def check_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] |
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 raise ValueError(f"{where}: needs 'function' with a string 'name'")
             name = function["name"]
-            if known is not None and name not in known:
-                raise ValueError(f"{where}: calls {name!r}, which is not among the line's tools")
+            if name not in known:
+                among = "which is not among the line's tools" if known else "but the line has no 'tools'"
+                raise ValueError(f"{where}: calls {name!r}, {among}")
             _arguments(where, function.get("arguments", {}))
             call_id = call.get("id")
             if call_id is not None and any(call_id == other for other, _ in open_calls):

@@ -1,5 +1,6 @@
-"""Warnings a training job reports in its first event (``training_started``, key ``warnings``):
-what it was asked that this server ignores, and settings known to ruin the model.
+"""Warnings a training job reports: in its first event (``training_started``, key ``warnings``), what
+it was asked that this server ignores and settings known to ruin the model; in ``warning`` events,
+why an RL step trained nothing (:func:`nothing_trained`).
 
 Learning rates for RL (docs/training.md, "Learning rates"): the built-in tiny model, fully
 fine-tuned, trained stably at 1e-4 to 2e-4 and collapsed at 3e-4 and above in measurements on this
@@ -10,8 +11,11 @@ guidance; ART's default for its adapters is 5e-6), so more than 1e-3 is far abov
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel
 
+from ...types.training import TrajectoryGroup
 from ..engine.model import BUILTIN_NAMES
 
 BUILTIN_RL_STABLE = "1e-4 to 2e-4"
@@ -57,3 +61,56 @@ def rl_learning_rate(base_model: str, learning_rate: float, *, lora: bool) -> li
         f" for RL with full fine-tuning of {base_model}: {FULL_FINE_TUNING_RL_USUAL} is usual (ART's"
         f" default is 5e-6). Use {FULL_FINE_TUNING_RL_USUAL}."
     ]
+
+
+# ----------------------------------------------------------------------------- RL steps with nothing to train
+
+
+def _exception(group: TrajectoryGroup) -> str:
+    first = group.exceptions[0]
+    kind = first.type.removeprefix("<class '").removesuffix("'>")
+    return f"{kind}: {first.message}"
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def nothing_trained(groups: Sequence[TrajectoryGroup], packed_sequence_length: int, base_step: int) -> str:
+    """The one line of an RL step over ``groups`` that had no trainable token: why, and that its new
+    checkpoint is the model of ``base_step`` unchanged (ART's backend advances the step this way too)."""
+    reason = _why_nothing(groups, packed_sequence_length)
+    return (
+        f"Nothing trained: {reason}. Step {base_step + 1} is step {base_step}'s model unchanged"
+        " (its checkpoint says trained: false)."
+    )
+
+
+def _why_nothing(groups: Sequence[TrajectoryGroup], packed_sequence_length: int) -> str:
+    if not groups:
+        return "the job has no trajectory groups"
+    failed = [g for g in groups if not g.trajectories]
+    flat = [g for g in groups if g.trajectories and len({t.reward for t in g.trajectories}) == 1]
+    varied = [g for g in groups if len({t.reward for t in g.trajectories}) > 1]
+    exceptions = sum(len(g.exceptions) for g in failed)
+    first = next((_exception(g) for g in failed if g.exceptions), None)
+    rollouts = f"{_counted(exceptions, 'exception')}, first {first}" if first else "no exception recorded"
+    if len(failed) == len(groups):
+        return f"every rollout failed (train/exception_rate 1.0; {rollouts})"
+    if len(flat) == len(groups):
+        return f"every group's rewards are equal ({_counted(len(groups), 'group')}), so every advantage is 0"
+    if not varied:
+        return (
+            f"no group's rewards differ ({len(flat)} with equal rewards, {len(failed)} with only failed"
+            f" rollouts: {rollouts}), so every advantage is 0"
+        )
+    if any(t.choices() for g in varied for t in g.trajectories):
+        cut = f"cut to packed_sequence_length={packed_sequence_length}"
+        return f"no sampled token is left to train on (empty completions, or {cut})"
+    differ = f"the {_counted(len(varied), 'group')} whose rewards differ"
+    parts = [f"no trajectory of {differ} has a Choice (model output) to train on"]
+    if flat:
+        parts.append(f"{len(flat)} have equal rewards")
+    if failed:
+        parts.append(f"{len(failed)} hold only failed rollouts ({rollouts})")
+    return "; ".join(parts)

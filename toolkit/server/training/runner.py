@@ -24,6 +24,7 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
+from ...types.job_warnings import NOTHING_TRAINED, STALE_GROUPS, group_versions, stale_groups
 from ...types.training import (
     CHECKPOINT_METRIC_NAMES,
     CreateRLTrainingJob,
@@ -46,7 +47,7 @@ from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
 from .job_metrics import numbers, over_steps, train_metrics
-from .job_warnings import rl_learning_rate, unknown_keys
+from .job_warnings import nothing_trained, rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
 from .rollout_metrics import rollout_metrics
@@ -279,8 +280,13 @@ class TrainingRunner:
         warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
         policy = self._policy(req.model_id, spec, base)
         self.jobs.started(job_id, len(plan.batches), warnings, config=asdict(cfg))
+        if stale := stale_groups(group_versions(groups), base.step):
+            self.jobs.warn(job_id, STALE_GROUPS, stale)
         steps: list[dict[str, float]] = []
-        if plan.batches:
+        if not plan.batches:
+            why = nothing_trained(groups, cfg.packed_sequence_length, base.step)
+            self.jobs.warn(job_id, NOTHING_TRAINED, why)
+        else:
             reference_at = reference_step(req.experimental_config, base.step)
             reference = self._reference(req.model_id, reference_at, spec)
             run_rl(
@@ -390,12 +396,14 @@ class TrainingRunner:
         try:
             with self.db.write() as conn:
                 path = str(folder) if folder else None
-                checkpoint_id = self.models.add_checkpoint(base.model_id, step, path, numbers(metrics))
+                checkpoint_id = self.models.add_checkpoint(
+                    base.model_id, step, path, numbers(metrics), trained=trained
+                )
                 if trained_on is not None:
                     self.logs.record_training(
                         conn, base.model_id, job_id, base.step, step, trained_on.groups, trained_on.advantages
                     )
-                self.jobs.succeed(conn, job_id, step, checkpoint_id)
+                self.jobs.succeed(conn, job_id, step, checkpoint_id, trained=trained)
         except BaseException:
             if folder is not None:
                 self.files.remove(folder)

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from ....types.training import DeleteModelResponse, Model, ModelCreate
 from ...auth import CurrentUser
+from ...chat.model_names import served_names
 from ...errors import Unprocessable
 from .. import lora
 from ..context import Training
@@ -25,7 +26,7 @@ def create_model(
     if spec is None:
         raise Unprocessable(
             ["body", "base_model"],
-            f"unknown base model {req.base_model!r}; served: {', '.join(training.base_models)}",
+            f"unknown base model {req.base_model!r}; {served_names(training.base_models)}",
         )
     settings = lora.settings_for(req)
     unknown = lora.unknown_targets(settings, spec.folder) if settings else []
