@@ -7,11 +7,15 @@ The root ``conftest.py`` moves it behind the notebooks. A notebook that nbval do
 session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run is a quick pass
 (``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks is that
 names, files and servers of the first run do not get in the way; nbval's run checks the learning.
+The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with its
+user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
+imports a test tool fails here as it would for a user.
 """
 
 from __future__ import annotations
 
 import copy
+import subprocess
 from html import escape
 from pathlib import Path
 
@@ -19,6 +23,7 @@ import nbformat
 import pytest
 from nbconvert import HTMLExporter
 from notebook_support import NOTEBOOKS, run_notebook
+from user_extras import user_venv
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 STATIC_WIDGETS = {"TrajectoryBrowser", "RunHealth", "RunCompare"}  # widgets that carry a static copy
@@ -42,15 +47,26 @@ def test_the_notebooks_run_first_as_one_group_with_the_rerun_at_its_end(request:
     assert all(name == item.nodeid.split("::")[0] for name, item in zip(names[size:], items[size:]))
 
 
+@pytest.fixture(scope="module")
+def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return user_venv(tmp_path_factory.mktemp("user-venv"))
+
+
+def test_the_user_python_sees_the_user_extras_only(user_python: Path) -> None:
+    probe = "import importlib.util as u; print([bool(u.find_spec(m)) for m in ('toolkit.server', 'openai', 'pytest')])"
+    out = subprocess.run([user_python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[True, True, False]"
+
+
 @pytest.mark.slow
 @pytest.mark.after_notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_passes_when_run_again(
-    path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch
+    path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch, user_python: Path
 ) -> None:
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     for _ in range(1 if path in notebooks_run_by_nbval else 2):
-        executed = run_notebook(path)
+        executed = run_notebook(path, python=user_python)
     shown = check_static_export(executed)
     if path.stem == "09_research":  # the research views, each readable in the export
         assert shown == STATIC_WIDGETS
