@@ -9,12 +9,14 @@ session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run is a qui
 names, files and servers of the first run do not get in the way; nbval's run checks the learning.
 The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with its
 user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
-imports a test tool fails here as it would for a user.
+imports a test tool fails here as it would for a user. No cell shows a third-party warning (an
+error-pink box the notebook's reader can do nothing about).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 from html import escape
 from pathlib import Path
@@ -26,6 +28,8 @@ from notebook_support import NOTEBOOKS, run_notebook
 from user_extras import user_venv
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WARNING_LINE = re.compile(r"^(?P<path>\S.*?):\d+: (?P<category>\w*Warning): ", re.MULTILINE)
+HOUSEKEEPING = {"FutureWarning", "DeprecationWarning", "PendingDeprecationWarning"}
 STATIC_WIDGETS = {"TrajectoryBrowser", "RunHealth", "RunCompare"}  # widgets that carry a static copy
 
 
@@ -67,9 +71,36 @@ def test_notebook_passes_when_run_again(
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     for _ in range(1 if path in notebooks_run_by_nbval else 2):
         executed = run_notebook(path, python=user_python)
+    assert third_party_warnings(executed) == []
     shown = check_static_export(executed)
     if path.stem == "09_research":  # the research views, each readable in the export
         assert shown == STATIC_WIDGETS
+
+
+def third_party_warnings(notebook: nbformat.NotebookNode) -> list[str]:
+    """The warnings a cell's stderr shows that come from an installed package (site-packages), or that
+    are a library's deprecation notice: none of them is the toolkit's to say or the reader's to fix."""
+    found = []
+    for i, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("name") == "stderr":
+                for m in WARNING_LINE.finditer(output["text"]):
+                    if "site-packages" in m["path"] or m["category"] in HOUSEKEEPING:
+                        found.append(f"cell {i}: {m.group()}")
+    return found
+
+
+def test_third_party_warnings_are_found_in_a_cells_stderr() -> None:
+    text = (
+        "/x/site-packages/transformers/modeling_utils.py:3312: FutureWarning: `is_gradient_checkpointing` is"
+        " deprecated\n  warnings.warn(\n/work/toolkit/client/jobs.py:80: TrainingJobWarning: nothing trained\n"
+    )
+    stderr = nbformat.v4.new_output("stream", name="stderr", text=text)
+    cell = nbformat.v4.new_code_cell(
+        "x", outputs=[stderr, nbformat.v4.new_output("stream", name="stdout", text=text)]
+    )
+    found = third_party_warnings(nbformat.v4.new_notebook(cells=[cell]))
+    assert found == ["cell 0: /x/site-packages/transformers/modeling_utils.py:3312: FutureWarning: "]
 
 
 def check_static_export(notebook: nbformat.NotebookNode) -> set[str]:
