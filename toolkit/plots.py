@@ -288,6 +288,7 @@ def _band(
         go.Scatter(
             x=np.concatenate([x, x[::-1]]),
             y=np.concatenate([upper, lower[::-1]]),
+            mode="lines",  # an area: no markers at its corners, which would read as data
             fill="toself",
             fillcolor=color,
             opacity=0.25,

@@ -99,7 +99,7 @@ def test_mean_std_bands_stop_at_the_rewards_seen() -> None:
         plots.runs_overlay({"a": frame, "b": frame}, "reward", band="reward_std"),
     ):
         bands = [t for t in fig.data if t.fill == "toself"]
-        assert bands and all(max(b.y) == 1.0 and min(b.y) == 0.0 for b in bands)
+        assert bands and all(max(b.y) == 1.0 and min(b.y) == 0.0 and b.mode == "lines" for b in bands)
         # upper edges 1.0 (not 1.2), lower edges 0.0, 0.9 - 0.3 and the step's lowest reward 0.7
         assert np.allclose(bands[0].y, [1.0, 1.0, 1.0, 0.7, 0.6, 0.0])
     lower, upper = plots.band_edges(np.array([0.5, 0.5]), np.array([0.2, 0.2]), np.array([0.4, np.nan]), None)
