@@ -1,5 +1,5 @@
 """Axes that do not mislead, shared by every figure of :mod:`toolkit.plots` and
-:mod:`toolkit.research.figures` (re-exported as ``tk.plots.step_axis`` and the rest).
+:mod:`toolkit.research.figures` (``tk.plots.step_axis``, ``value_axis`` and ``band_edges`` too).
 
 Steps are whole numbers (:func:`step_axis`); a score or share that lies in [0, 1] is drawn on [0, 1],
 a metric that barely moves is drawn flat, at least its :data:`MIN_SPAN` tall (:func:`value_range`);

@@ -17,14 +17,7 @@ from . import _theme
 from ._text import visible
 from .types.chat import ChatCompletion
 from .types.traces import Call
-from .types.training import (
-    Checkpoint,
-    Model,
-    SystemCheck,
-    TrainingJob,
-    Trajectory,
-    TrajectoryGroup,
-)
+from .types.training import Checkpoint, Model, SystemCheck, TrainingJob, Trajectory, TrajectoryGroup
 
 STATUS_COLORS = {
     "succeeded": _theme.SUCCESS,

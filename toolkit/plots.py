@@ -78,6 +78,9 @@ def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     return fig
 
 
+LINE_STYLES = (("solid", "circle"), ("dash", "diamond"), ("dot", "square"), ("dashdot", "x"))
+
+
 def step_lines(
     frame: pd.DataFrame, y: Sequence[str], x: str = "rl_step", title: str = "", yaxis_title: str = ""
 ) -> go.Figure:
@@ -101,11 +104,8 @@ def step_lines(
         )
     step_axis(fig, steps)
     values = np.concatenate([_floats(frame[c]) for c in y]) if y else np.array([])
-    value_axis(fig, values, "score")
+    value_axis(fig, values, "score")  # [0, 1] when every value lies there (mean rewards, shares)
     return _layout(fig, title, xaxis_title=x.replace("_", " "), yaxis_title=yaxis_title)
-
-
-LINE_STYLES = (("solid", "circle"), ("dash", "diamond"), ("dot", "square"), ("dashdot", "x"))
 
 
 def reported(df: pd.DataFrame, names: Sequence[str]) -> str | None:
