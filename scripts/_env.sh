@@ -24,6 +24,8 @@ for extra in ${EXTRAS//,/ }; do
   esac
 done
 if [ "$HAVE_HASH" != "$HASH" ] || [ "$WANT" != "$HAVE_EXTRAS" ]; then
+  # pip is quiet for minutes: say what happens first (only when an install does)
+  echo "$(basename "$0"): installing .[$WANT] into .venv (about 3 minutes the first time)..." >&2
   .venv/bin/python -m pip install --quiet --upgrade pip
   # CPU build of torch: a looser requirement would pull a multi-GB CUDA build.
   .venv/bin/python -m pip install --quiet "torch==2.13.0"

@@ -1,4 +1,4 @@
-"""Rich HTML of jobs, checkpoints, trajectory groups, completions and trace calls.
+"""Rich HTML of jobs, checkpoints, trajectory groups, completions, trace calls and the system check.
 
 Pure functions ``obj -> str``; :func:`install` attaches them as ``_repr_html_`` to the wire types so a
 bare ``obj`` in a cell renders as a card. Outside Jupyter the models keep their text ``repr``.
@@ -14,12 +14,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _theme
+from ._text import visible
 from .types.chat import ChatCompletion
 from .types.traces import Call
-from .types.training import Checkpoint, Model, TrainingJob, Trajectory, TrajectoryGroup
+from .types.training import Checkpoint, Model, SystemCheck, TrainingJob, Trajectory, TrajectoryGroup
 
 STATUS_COLORS = {
     "succeeded": _theme.SUCCESS,
+    "ok": _theme.SUCCESS,
     "success": _theme.SUCCESS,
     "failed": _theme.ERROR,
     "error": _theme.ERROR,
@@ -35,7 +37,8 @@ CELL = "padding:2px 8px;text-align:left;vertical-align:top"
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """HTML-escaped text, control characters shown as escapes (:func:`toolkit._text.visible`)."""
+    return html.escape(visible("" if value is None else str(value)))
 
 
 def badge(text: str | None) -> str:
@@ -144,6 +147,24 @@ def call_html(call: BaseModel | Mapping[str, Any]) -> str:
     return card(f"Call {esc(s['name'])} {badge(s['status'])}", table(facts + io))
 
 
+def system_check_html(check: SystemCheck) -> str:
+    """The deployment's system check: each component ok or failed, its time, and its error (the chat
+    engine's device for the GPU queue)."""
+
+    def status(success: bool) -> Raw:
+        return Raw(badge("ok" if success else "failed"))
+
+    parts = {"database": check.database, "cpu queue": check.cpu_queue, "gpu queue": check.gpu_queue}
+    rows: list[tuple[Any, ...]] = [("api", status(check.api), "", "")]
+    for name, part in parts.items():
+        device = getattr(part, "device", None)
+        note = part.error or (f"device {device}" if device else "")
+        rows.append((name, status(part.success), f"{part.duration_ms:.1f} ms", note))
+    ok = check.api and all(part.success for part in parts.values())
+    body = table(rows, ("component", "status", "time", "note"))
+    return card(f"System check {badge('ok' if ok else 'failed')}", body)
+
+
 REPRS: dict[type[BaseModel], Callable[[Any], str]] = {
     Model: model_html,
     TrainingJob: job_html,
@@ -151,6 +172,7 @@ REPRS: dict[type[BaseModel], Callable[[Any], str]] = {
     TrajectoryGroup: group_html,
     ChatCompletion: completion_html,
     Call: call_html,
+    SystemCheck: system_check_html,
 }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
+from ._text import INVISIBLE, escape
 from .types.chat import ChatCompletion
 from .types.training import (
     ChatMessage,
@@ -114,7 +115,8 @@ def _is_number(value: object) -> bool:
 
 
 def _typed(df: pd.DataFrame, columns: Mapping[str, Any]) -> pd.DataFrame:
-    """Cast the known columns; extra columns become float when every value is a number, else text."""
+    """Cast the known columns; extra columns become float when every value is a number, else text.
+    Text shows control characters as escapes (``\\x0b``: :func:`toolkit._text.visible`)."""
     for name in df.columns:
         kind = columns.get(name)
         if kind == TIME:
@@ -126,6 +128,8 @@ def _typed(df: pd.DataFrame, columns: Mapping[str, Any]) -> pd.DataFrame:
         else:
             df[name] = df[name].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v))
             df[name] = df[name].astype(STR)
+        if df[name].dtype == STR:
+            df[name] = df[name].str.replace(INVISIBLE, escape, regex=True)
     return df
 
 

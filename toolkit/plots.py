@@ -19,6 +19,7 @@ import plotly.io as pio
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from ._axes import band_edges, step_axis, value_axis  # tk.plots.step_axis and the rest too
 from .health import HealthWarning, fetch_health, health_warnings  # tk.plots.health_warnings too
 
 if TYPE_CHECKING:
@@ -77,6 +78,36 @@ def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     return fig
 
 
+LINE_STYLES = (("solid", "circle"), ("dash", "diamond"), ("dot", "square"), ("dashdot", "x"))
+
+
+def step_lines(
+    frame: pd.DataFrame, y: Sequence[str], x: str = "rl_step", title: str = "", yaxis_title: str = ""
+) -> go.Figure:
+    """Columns ``y`` of a per-step frame (a notebook's history of RL steps) as lines over ``x``:
+    whole-step ticks, a [0, 1] axis when every value is a share or mean reward in it, and each line in
+    its own dash and marker, so one that lies on another stays visible."""
+    fig = go.Figure()
+    steps = _floats(frame[x])
+    for n, column in enumerate(y):
+        style = LINE_STYLES[n % len(LINE_STYLES)]
+        fig.add_trace(
+            scatter(
+                len(frame),
+                x=steps,
+                y=_floats(frame[column]),
+                mode="lines+markers",
+                name=column,
+                line={"dash": style[0], "width": 2 + (len(y) - 1 - n)},  # the first lines widest
+                marker={"symbol": style[1], "size": 7 + 2 * (len(y) - 1 - n)},
+            )
+        )
+    step_axis(fig, steps)
+    values = np.concatenate([_floats(frame[c]) for c in y]) if y else np.array([])
+    value_axis(fig, values, "score")  # [0, 1] when every value lies there (mean rewards, shares)
+    return _layout(fig, title, xaxis_title=x.replace("_", " "), yaxis_title=yaxis_title)
+
+
 def reported(df: pd.DataFrame, names: Sequence[str]) -> str | None:
     """The first of ``names`` that is a column of ``df`` holding at least one value."""
     return next((n for n in names if n in df.columns and df[n].notna().any()), None)
@@ -94,10 +125,13 @@ def training_curves(events: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(visible=False)
         return _layout(fig, "Training", height=200)
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    x = _floats(steps["step"])
     for row, (label, column) in enumerate(panels, start=1):
-        x, y = _floats(steps["step"]), _floats(steps[column])
+        y = _floats(steps[column])
         fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label), row=row, col=1)
         fig.update_yaxes(title_text=label, row=row, col=1)
+        value_axis(fig, y, column, row=row, col=1)
+    step_axis(fig, x)
     fig.update_xaxes(title_text="gradient step", row=len(panels), col=1)
     return _layout(fig, "Training", showlegend=False, height=220 + 160 * len(panels))
 
@@ -111,6 +145,9 @@ def checkpoint_metrics(checkpoints: pd.DataFrame, metric: str, by: str = "model_
         y = _floats(part[metric]) if metric in part else np.full(len(part), np.nan)
         name = str(key[0] if isinstance(key, tuple) else key) if key is not None else metric
         fig.add_trace(scatter(len(part), x=_floats(part["step"]), y=y, mode="lines+markers", name=name))
+    step_axis(fig, _floats(checkpoints["step"]))
+    if metric != "step" and metric in checkpoints:
+        value_axis(fig, _floats(checkpoints[metric]), metric)
     return _layout(fig, metric, xaxis_title="step", yaxis_title=metric)
 
 
@@ -206,14 +243,14 @@ def call_tree(calls: pd.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------- RL health
 
-# (title, ((column, label, style), ...), y range): a panel each, drawn when one of its columns has a value
-HEALTH_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...], tuple[float, float] | None], ...] = (
+# (title, ((column, label, style), ...)): a panel each, drawn when one of its columns has a value; its y
+# axis is the :func:`value_range` of its first column's metric (a [0, 1] axis for the shares)
+HEALTH_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "reward",
         (("reward", "mean", "line"), ("reward_min", "min", "dot"), ("reward_max", "max", "dot")),
-        None,
     ),
-    ("zero-std groups", (("frac_reward_zero_std", "frac_reward_zero_std", "line"),), (0.0, 1.05)),
+    ("zero-std groups", (("frac_reward_zero_std", "frac_reward_zero_std", "line"),)),
     (
         "completion length",
         (
@@ -221,10 +258,9 @@ HEALTH_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...], tuple[float, f
             ("completions/min_length", "min", "dot"),
             ("completions/max_length", "max", "dot"),
         ),
-        None,
     ),
-    ("clipped by max_tokens", (("completions/clipped_ratio", "clipped_ratio", "line"),), (0.0, 1.05)),
-    ("entropy", (("entropy", "entropy", "line"),), None),
+    ("clipped by max_tokens", (("completions/clipped_ratio", "clipped_ratio", "line"),)),
+    ("entropy", (("entropy", "entropy", "line"),)),
     (
         "KL / clip",
         (
@@ -234,22 +270,25 @@ HEALTH_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...], tuple[float, f
             ("clip_ratio/low_mean", "clip low", "dot"),
             ("clip_ratio/high_mean", "clip high", "dot"),
         ),
-        None,
     ),
-    ("grad norm", (("grad_norm", "grad_norm", "line"),), None),
-    ("learning rate", (("learning_rate", "learning_rate", "line"),), None),
-    ("tokens/s", (("throughput/tokens_per_s", "tokens/s", "line"),), None),
-    ("loss", (("loss", "loss", "line"),), None),
+    ("grad norm", (("grad_norm", "grad_norm", "line"),)),
+    ("learning rate", (("learning_rate", "learning_rate", "line"),)),
+    ("tokens/s", (("throughput/tokens_per_s", "tokens/s", "line"),)),
+    ("loss", (("loss", "loss", "line"),)),
 )
 WARNING_COLOR = "#d62728"
 
 
-def _band(fig: go.Figure, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: str, **cell: Any) -> None:
-    """A translucent filled area ``mean ± std`` in ``color``."""
+def _band(
+    fig: go.Figure, x: np.ndarray, edges: tuple[np.ndarray, np.ndarray], color: str, **cell: Any
+) -> None:
+    """A translucent filled area between ``edges`` (:func:`band_edges`) in ``color``."""
+    lower, upper = edges
     fig.add_trace(
         go.Scatter(
             x=np.concatenate([x, x[::-1]]),
-            y=np.concatenate([mean + std, (mean - std)[::-1]]),
+            y=np.concatenate([upper, lower[::-1]]),
+            mode="lines",  # an area: no markers at its corners, which would read as data
             fill="toself",
             fillcolor=color,
             opacity=0.25,
@@ -280,7 +319,7 @@ def run_health(
         frame = fetch_health(client, job_id=job_id, model_id=model_id)
     frame = frame.sort_values("step") if "step" in frame else frame
     found = warnings if warnings is not None else health_warnings(frame)
-    panels = [(t, [c for c in cols if reported(frame, (c[0],))], r) for t, cols, r in HEALTH_PANELS]
+    panels = [(t, [c for c in cols if reported(frame, (c[0],))]) for t, cols in HEALTH_PANELS]
     panels = [p for p in panels if p[1]]
     if not panels:
         fig = go.Figure()
@@ -290,27 +329,21 @@ def run_health(
         return _layout(fig, "RL health", height=200)
     cols = 2
     rows = math.ceil(len(panels) / cols)
-    titles = [t for t, _, _ in panels]
+    titles = [t for t, _ in panels]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, vertical_spacing=0.3 / rows + 0.04)
     x = _floats(frame["step"]) if "step" in frame else np.arange(len(frame), dtype=float)
     where: dict[str, tuple[int, int]] = {}
-    for i, (_, columns, y_range) in enumerate(panels):
+    for i, (_, columns) in enumerate(panels):
         cell = {"row": i // cols + 1, "col": i % cols + 1}
         for n, (column, label, style) in enumerate(columns):
             where.setdefault(column, (cell["row"], cell["col"]))
             color = pio.templates["plotly"].layout.colorway[n % 10]
             y = _floats(frame[column])
             if column == "reward" and reported(frame, ("reward_std",)):
-                _band(fig, x, y, np.nan_to_num(_floats(frame["reward_std"])), color, **cell)
+                _band(fig, x, _bounded_band(frame, "reward", "reward_std"), color, **cell)
             line = {"color": color, "dash": None if style == "line" else style}
             fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=label, line=line), **cell)
-        values = np.concatenate([_floats(frame[c]) for c, _, _ in columns])
-        values = values[np.isfinite(values)]
-        if y_range is None and len(values) and values.min() == values.max() != 0:
-            edge = 2 * float(values[0])  # a constant: from 0 to twice it, not plotly's v ± 1
-            y_range = (min(0.0, edge), max(0.0, edge))
-        if y_range is not None:
-            fig.update_yaxes(range=list(y_range), **cell)
+        value_axis(fig, np.concatenate([_floats(frame[c]) for c, _, _ in columns]), columns[0][0], **cell)
     for warning in found:
         row, col = where.get(warning.metric, (1, 1))
         fig.add_vline(x=warning.step, line={"color": WARNING_COLOR, "dash": "dash"}, row=row, col=col)
@@ -325,17 +358,16 @@ def run_health(
             row=row,
             col=col,
         )
-    _whole_steps(fig, x)
+    step_axis(fig, x)
     fig.update_xaxes(title_text=frame.attrs.get("x", "step"), row=rows)
     title = f"RL health: {len(found)} warning(s)" if found else "RL health"
     return _layout(fig, title, showlegend=False, height=180 + 210 * rows)
 
 
-def _whole_steps(fig: go.Figure, x: np.ndarray) -> None:
-    """Steps are whole numbers: a tick per step over a short run, plotly's own spacing over a long one."""
-    finite = x[np.isfinite(x)]
-    if len(finite) and finite.max() - finite.min() <= 12:
-        fig.update_xaxes(dtick=1, tick0=0)
+def _bounded_band(frame: pd.DataFrame, metric: str, band: str) -> tuple[np.ndarray, np.ndarray]:
+    """``metric ± band`` of a frame, clipped to its ``<metric>_min``/``<metric>_max`` columns if any."""
+    bounds = [_floats(frame[c]) if c in frame else None for c in (f"{metric}_min", f"{metric}_max")]
+    return band_edges(_floats(frame[metric]), np.nan_to_num(_floats(frame[band])), *bounds)
 
 
 def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | None = None) -> go.Figure:
@@ -345,16 +377,21 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
     colorway = pio.templates["plotly"].layout.colorway
     xs = set()
     steps: list[np.ndarray] = []
+    values: list[np.ndarray] = []
     for n, (name, frame) in enumerate(frames.items()):
         color = colorway[n % len(colorway)]
         part = frame.sort_values("step") if "step" in frame else frame
         x = _floats(part["step"]) if "step" in part else np.arange(len(part), dtype=float)
         y = _floats(part[metric]) if metric in part else np.full(len(part), np.nan)
-        if band is not None and band in part:
-            _band(fig, x, y, np.nan_to_num(_floats(part[band])), color)
+        if band is not None and band in part and metric in part:
+            edges = _bounded_band(part, metric, band)
+            _band(fig, x, edges, color)
+            values += edges
         fig.add_trace(scatter(len(x), x=x, y=y, mode="lines+markers", name=name, line={"color": color}))
         xs.add(frame.attrs.get("x", "step"))
         steps.append(x)
+        values.append(y)
     title = f"{metric} ± {band}" if band else metric
-    _whole_steps(fig, np.concatenate(steps) if steps else np.array([]))
+    step_axis(fig, np.concatenate(steps) if steps else np.array([]))
+    value_axis(fig, np.concatenate(values) if values else np.array([]), metric)
     return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)

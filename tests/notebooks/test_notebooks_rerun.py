@@ -7,11 +7,17 @@ The root ``conftest.py`` moves it behind the notebooks. A notebook that nbval do
 session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run is a quick pass
 (``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks is that
 names, files and servers of the first run do not get in the way; nbval's run checks the learning.
+The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with its
+user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
+imports a test tool fails here as it would for a user. No cell shows a third-party warning (an
+error-pink box the notebook's reader can do nothing about).
 """
 
 from __future__ import annotations
 
 import copy
+import re
+import subprocess
 from html import escape
 from pathlib import Path
 
@@ -19,8 +25,11 @@ import nbformat
 import pytest
 from nbconvert import HTMLExporter
 from notebook_support import NOTEBOOKS, run_notebook
+from user_extras import user_venv
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WARNING_LINE = re.compile(r"^(?P<path>\S.*?):\d+: (?P<category>\w*Warning): ", re.MULTILINE)
+HOUSEKEEPING = {"FutureWarning", "DeprecationWarning", "PendingDeprecationWarning"}
 STATIC_WIDGETS = {"TrajectoryBrowser", "RunHealth", "RunCompare"}  # widgets that carry a static copy
 
 
@@ -42,18 +51,56 @@ def test_the_notebooks_run_first_as_one_group_with_the_rerun_at_its_end(request:
     assert all(name == item.nodeid.split("::")[0] for name, item in zip(names[size:], items[size:]))
 
 
+@pytest.fixture(scope="module")
+def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return user_venv(tmp_path_factory.mktemp("user-venv"))
+
+
+def test_the_user_python_sees_the_user_extras_only(user_python: Path) -> None:
+    probe = "import importlib.util as u; print([bool(u.find_spec(m)) for m in ('toolkit.server', 'openai', 'pytest')])"
+    out = subprocess.run([user_python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[True, True, False]"
+
+
 @pytest.mark.slow
 @pytest.mark.after_notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_passes_when_run_again(
-    path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch
+    path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch, user_python: Path
 ) -> None:
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     for _ in range(1 if path in notebooks_run_by_nbval else 2):
-        executed = run_notebook(path)
+        executed = run_notebook(path, python=user_python)
+    assert third_party_warnings(executed) == []
     shown = check_static_export(executed)
     if path.stem == "09_research":  # the research views, each readable in the export
         assert shown == STATIC_WIDGETS
+
+
+def third_party_warnings(notebook: nbformat.NotebookNode) -> list[str]:
+    """The warnings a cell's stderr shows that come from an installed package (site-packages), or that
+    are a library's deprecation notice: none of them is the toolkit's to say or the reader's to fix."""
+    found = []
+    for i, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("name") == "stderr":
+                for m in WARNING_LINE.finditer(output["text"]):
+                    if "site-packages" in m["path"] or m["category"] in HOUSEKEEPING:
+                        found.append(f"cell {i}: {m.group()}")
+    return found
+
+
+def test_third_party_warnings_are_found_in_a_cells_stderr() -> None:
+    text = (
+        "/x/site-packages/transformers/modeling_utils.py:3312: FutureWarning: `is_gradient_checkpointing` is"
+        " deprecated\n  warnings.warn(\n/work/toolkit/client/jobs.py:80: TrainingJobWarning: nothing trained\n"
+    )
+    stderr = nbformat.v4.new_output("stream", name="stderr", text=text)
+    cell = nbformat.v4.new_code_cell(
+        "x", outputs=[stderr, nbformat.v4.new_output("stream", name="stdout", text=text)]
+    )
+    found = third_party_warnings(nbformat.v4.new_notebook(cells=[cell]))
+    assert found == ["cell 0: /x/site-packages/transformers/modeling_utils.py:3312: FutureWarning: "]
 
 
 def check_static_export(notebook: nbformat.NotebookNode) -> set[str]:

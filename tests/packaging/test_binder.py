@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import yaml
+from user_extras import lab_extras
 
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
@@ -23,20 +24,29 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].strip().lower()
 
 
-def _pyproject_runtime_deps() -> set[str]:
+def _bound(requirement: str) -> str:
+    """The version part (``>=1.50``), without the comment or marker."""
+    return requirement.split("#")[0].split(";")[0][len(_name(requirement)) :].strip()
+
+
+def _pyproject_user_deps() -> dict[str, str]:
+    """Name (conda-forge's) -> version bound of the core and of scripts/lab's extras (the user's)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    deps = project["dependencies"] + extras["server"] + extras["lab"] + extras["research"]
-    return {CONDA_NAMES.get(_name(d), _name(d)) for d in deps}
+    deps = project["dependencies"] + [d for extra in lab_extras() for d in extras[extra]]
+    return {CONDA_NAMES.get(_name(d), _name(d)): _bound(d) for d in deps}
 
 
-def test_environment_names_exactly_the_runtime_dependencies() -> None:
+def test_environment_lists_exactly_what_scripts_lab_installs() -> None:
+    """The same packages, with the same lower bounds, as the core and the extras of scripts/lab
+    (what the notebooks import included: tests/packaging/test_user_extras.py)."""
     env = yaml.safe_load((BINDER / "environment.yml").read_text())
     assert env["channels"] == ["conda-forge"]
-    listed = {_name(d) for d in env["dependencies"] if isinstance(d, str)}
+    listed = {_name(d): _bound(d) for d in env["dependencies"] if isinstance(d, str)}
     assert "python" in listed and "pip" in listed
-    assert listed - {"python", "pip"} == _pyproject_runtime_deps()
+    assert {k: v for k, v in listed.items() if k not in {"python", "pip"}} == _pyproject_user_deps()
     assert "pytorch-cpu" in listed  # CPU torch, never the CUDA build
+    assert {"openai", "opentelemetry-sdk"} <= set(listed)  # notebooks 07 and 05
 
 
 def test_scripts_are_executable_bash_with_strict_mode() -> None:

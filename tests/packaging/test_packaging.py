@@ -19,7 +19,7 @@ def test_client_and_widgets_are_the_core_install() -> None:
     assert core == {"httpx", "pydantic", "pandas", "plotly", "anywidget", "ipywidgets", "tqdm", "filelock"}
     extras = PROJECT["optional-dependencies"]
     assert {"fastapi", "uvicorn", "torch"} <= {d.split(">")[0] for d in extras["server"]}
-    assert extras["lab"] == ["jupyterlab>=4.2"]
+    assert extras["lab"][0] == "jupyterlab>=4.2" and "openai>=1.50" in extras["lab"]  # notebook 07
     assert any(d.startswith("import-linter") for d in extras["dev"])
 
 
@@ -74,20 +74,27 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def run(repo: Path, log: Path, *args: str) -> list[str]:
+    """The stand-ins' calls and what the script says on stderr, in the order they happened."""
     log.write_text("")
-    subprocess.run(["bash", *args], cwd=repo, check=True, timeout=60)
+    with log.open("a") as said:
+        subprocess.run(["bash", *args], cwd=repo, check=True, timeout=60, stderr=said)
     return log.read_text().splitlines()
 
 
 def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Path) -> None:
     repo, log = fake_checkout(tmp_path)
     assert run(repo, log, "scripts/lab", "--no-browser") == [
+        "lab: installing .[server,lab,research] into .venv (about 3 minutes the first time)...",
         "python -m pip install --quiet --upgrade pip",
         "python -m pip install --quiet torch==2.13.0",
         "python -m pip install --quiet -e .[server,lab,research]",
         "toolkit lab --no-browser",
     ]
     calls = run(repo, log, "scripts/test", "tests/server/test_api_models.py", "-x")
+    assert (
+        calls[0]
+        == "test: installing .[server,lab,research,dev] into .venv (about 3 minutes the first time)..."
+    )
     assert calls[-2:] == [
         "python -m pip install --quiet -e .[server,lab,research,dev]",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
@@ -104,7 +111,10 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
     ]  # the whole suite on two workers
     with (repo / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# changed\n")
-    assert run(repo, log, "scripts/lab")[-2:] == [
+    assert run(repo, log, "scripts/lab") == [
+        "lab: installing .[server,lab,research] into .venv (about 3 minutes the first time)...",
+        "python -m pip install --quiet --upgrade pip",
+        "python -m pip install --quiet torch==2.13.0",
         "python -m pip install --quiet -e .[server,lab,research]",
         "toolkit lab",
     ]

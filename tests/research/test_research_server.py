@@ -84,7 +84,7 @@ def test_rescore_with_a_callable_leaves_the_stored_trajectories_alone(logged: Lo
     assert list(frame["old_reward"]) == [t.reward for t in old]
     assert list(frame["delta"]) == [n.reward - o.reward for n, o in zip(flat, old, strict=True)]
     fig = research.rescore_figure(frame)
-    assert sum(len(trace.x) for trace in fig.data[:2]) == len(flat)
+    assert sum(sum(int(c[0]) for c in trace.customdata) for trace in fig.data[:2]) == len(flat)
     assert research.stored_records(logged.client, logged.source.id) == logged.records
 
 
@@ -165,7 +165,16 @@ def test_evaluate_with_your_prompts_and_scorer(logged: Logged) -> None:
         logged.client, logged.trained.id, ["reverse cat"], task, steps=[1], log=False, progress=False
     )
     assert result.frame.to_dict("records") == [
-        {"step": 1, "score_mean": 1.0, "score_std": 0.0, "n": 1, "errors": 0, "logged": False}
+        {
+            "step": 1,
+            "score_mean": 1.0,
+            "score_std": 0.0,
+            "score_min": 1.0,
+            "score_max": 1.0,
+            "n": 1,
+            "errors": 0,
+            "logged": False,
+        }
     ]
     with pytest.raises(ValueError, match="nothing to evaluate"):
         research.evaluate(logged.client, logged.trained.id, [], task, steps=[1], progress=False)

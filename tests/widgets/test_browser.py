@@ -54,6 +54,12 @@ SETTINGS = {
 WIDGETS = ["builder", "launcher", "checkpoints", "chat", "traces", "health", "compare"]
 WIDGETS += ["trajectory_browser", "reprs"]
 DARK = ["launcher", "chat", "traces", "health"]
+# after the widgets (no screenshot): a tool call's collapsed line, whose wrench is a Font Awesome glyph
+TOOL_CALL = (
+    "from IPython.display import HTML\n"
+    "from toolkit.widgets.conversation import tool_call_html\n"
+    "HTML(tool_call_html('get', '{\"key\": \"kfz\"}'))"
+)
 
 SETUP = """\
 import uuid
@@ -137,6 +143,7 @@ def write_notebook(root: Path, server: Any) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SETUP.format(url=server.url, key=server.key))]
     nb.cells += [nbformat.v4.new_code_cell(CELLS[name]) for name in WIDGETS]
+    nb.cells.append(nbformat.v4.new_code_cell(TOOL_CALL))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "widgets.ipynb")
 
@@ -234,6 +241,12 @@ def test_widgets_render_and_work_in_jupyterlab(chromium: str, lab: str) -> None:
     assert errors == []
 
 
+def assert_font_awesome(icon: Any) -> None:
+    """The icon element draws a glyph of the Font Awesome font JupyterLab ships."""
+    glyph = icon.evaluate("i => [getComputedStyle(i, '::before').content, getComputedStyle(i).fontFamily]")
+    assert glyph[0] not in ("none", "normal", "") and "Font Awesome" in glyph[1], glyph
+
+
 def drive(page: Any, lab: str, errors: list[str]) -> str:
     """Run the notebook, click through the widgets, save screenshots; returns the final page HTML."""
     from playwright.sync_api import expect
@@ -288,12 +301,14 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     expect(traces.locator(".js-plotly-plot .gtitle")).to_have_text("Call tree")
     expect(traces.locator(".js-plotly-plot .bars path")).to_have_count(2)  # agent and chat
     thumbs_up = traces.locator("button.widget-button i.fa-thumbs-up")
-    glyph = thumbs_up.evaluate(
-        "i => [getComputedStyle(i, '::before').content, getComputedStyle(i).fontFamily]"
-    )
-    assert glyph[0] not in ("none", "normal", "") and "Font Awesome" in glyph[1]
+    assert_font_awesome(thumbs_up)
     thumbs_up.click()
     expect(traces).to_contain_text("feedback saved", timeout=30_000)
+
+    # a tool call's line: the wrench is drawn by Font Awesome (the 🔧 emoji was an empty box here)
+    wrench = cells.nth(len(WIDGETS) + 1).locator("details.tool-call summary i.fa-wrench")
+    expect(wrench).to_be_visible(timeout=30_000)
+    assert_font_awesome(wrench)
 
     # the RL health of a run: small multiples and the warning that fires (most groups zero-std)
     health = cell["health"]

@@ -1,17 +1,28 @@
-"""Rich HTML reprs of the wire types (attached by ``import toolkit``); text repr unchanged outside Jupyter."""
+"""Rich HTML reprs of the wire types (attached by ``import toolkit``); text repr unchanged outside Jupyter.
+Text that a model wrote shows its control characters as escapes, in the cards, frames and chat views."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 from widget_support import group
 
 import toolkit  # noqa: F401  (installs the reprs)
-from toolkit import _theme
+from toolkit import _theme, frames
+from toolkit._text import visible
 from toolkit.types.chat import ChatCompletion
 from toolkit.types.traces import Call
-from toolkit.types.training import Checkpoint, Model, TrainingJob
+from toolkit.types.training import (
+    AcceleratorCheck,
+    Checkpoint,
+    ComponentCheck,
+    Model,
+    SystemCheck,
+    TrainingJob,
+)
+from toolkit.widgets.conversation import message_html
 
 
 def test_job_repr_shows_status_and_escaped_error() -> None:
@@ -66,3 +77,41 @@ def test_cards_take_their_colours_from_the_jupyterlab_theme() -> None:
         assert f"border:1px solid {_theme.BORDER}" in out and f"color:{_theme.TEXT}" in out
         bare = re.sub(r"var\(--jp-[a-z0-9-]+(, [^()]*(\([^()]*\))?)?\)", "", out)
         assert not re.findall(r"#[0-9a-fA-F]{3,6}\b|rgba?\(|:(white|black)\b", bare)
+
+
+def test_system_check_has_an_html_view(server: Any) -> None:
+    """Notebook 01 shows ``client.system_check()``: a card of its components, not a raw repr."""
+    out = server.client().system_check()._repr_html_()
+    assert out.startswith("<div") and "System check" in out and ">ok</span>" in out and ">failed<" not in out
+    for component in ("api", "database", "cpu queue", "gpu queue"):
+        assert f">{component}</td>" in out
+    assert "device cpu" in out and " ms</td>" in out
+    broken = SystemCheck(
+        api=True,
+        database=ComponentCheck(success=False, error="disk <full>"),
+        cpu_queue=ComponentCheck(success=True),
+        gpu_queue=AcceleratorCheck(success=True),
+    )._repr_html_()  # type: ignore[attr-defined]
+    assert "System check <span" in broken and broken.count(">failed</span>") == 2  # the card and its row
+    assert "disk &lt;full&gt;" in broken
+
+
+def test_a_models_control_characters_show_as_escapes(server: Any) -> None:
+    """A random model's vertical tabs (byte 11) read as ``\\x0b`` in the card, the frame and the chat
+    view, not as blank lines or an empty cell; newlines and tabs stay what they are."""
+    client = server.client()
+    base = client.served_models().data[0].id
+    completion = client.chat.completions.create(
+        model=base, messages=[{"role": "user", "content": "hi"}], max_tokens=6, logit_bias={"11": 100}
+    )
+    content = completion.choices[0].message.content
+    assert content == "\x0b" * 6  # the model's text itself is kept as it came
+    assert "\\x0b" * 6 in completion._repr_html_() and "\x0b" not in completion._repr_html_()  # type: ignore[attr-defined]
+    assert frames.completions_frame([completion])["content"].tolist() == ["\\x0b" * 6]
+    shown = message_html(completion.choices[0].message.model_dump())
+    assert "assistant: " + "\\x0b" * 6 in shown
+    assert visible("a\tb\nc\r\nd\re\x00\x85\u2028") == "a\tb\nc\r\nd\\re\\x00\\x85\\u2028"
+    assert (
+        frames.frame([{"text": "line\nnext\x1b[31m"}], {"text": frames.STR})["text"][0]
+        == "line\nnext\\x1b[31m"
+    )

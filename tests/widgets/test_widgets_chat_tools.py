@@ -132,6 +132,9 @@ def test_wire_tools_show_the_calls_without_running_them() -> None:
 def test_tool_html_is_collapsed_json() -> None:
     call = tool_call_html("get", '{"key": "abc", "deep": {"x": [1, 2]}}')
     assert call.startswith('<details class="tool-call"') and "<b>get</b>" in call
+    # Font Awesome's wrench, as on the buttons: an emoji (🔧) is an empty box without an emoji font
+    assert '<summary><i class="fa fa-wrench" aria-hidden="true"></i> <b>get</b>' in call
+    assert all(ord(c) < 0x1F000 for c in call + tool_result_html("417", "get"))
     assert (
         '<pre style="margin:0">{\n  &quot;key&quot;: &quot;abc&quot;,' in call
     )  # pretty-printed when opened
@@ -153,3 +156,21 @@ def test_tool_html_is_collapsed_json() -> None:
     compare = ChatCompare(None, messages=messages, tools=[get])  # type: ignore[arg-type]
     compare.run_settings = {"models": [], "messages": messages, "params": compare.params()}
     assert 'class="tool-result"' in compare.snapshot_html()
+
+
+class NoiseStream(ScriptedStreams):
+    """A random model's answer: thirty vertical tabs."""
+
+    def create(
+        self, *, messages: list[dict[str, Any]], model: str, stream: bool, **params: Any
+    ) -> Iterator[Any]:
+        return iter(answer_stream("\x0b" * 30))
+
+
+def test_control_characters_stream_into_view_as_escapes() -> None:
+    compare = ChatCompare(NoiseStream(), models=["random"], prompt="hi")  # type: ignore[arg-type]
+    column = compare.run(wait=True)["random"]
+    assert column.texts == {0: "\x0b" * 30}  # the text as it came
+    view = compare.area.children[0].value
+    assert "\\x0b" * 30 in view and "\x0b" not in view  # thirty visible escapes, not thirty blank lines
+    assert compare.frame()["text"].tolist() == ["\\x0b" * 30]

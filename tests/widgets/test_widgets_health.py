@@ -65,6 +65,8 @@ def test_run_health_of_a_model_reads_its_rl_steps(server: Any, runs: Any) -> Non
     assert widget.model.value == runs["a"].id and widget.status_line.text == ""
     assert list(widget.frame["step"]) == [1, 2] and widget.frame.attrs["x"] == "RL step"
     assert (widget.frame["frac_reward_zero_std"] == 0.5).all() and (widget.frame["entropy"] > 0).all()
+    (band,) = [t for t in widget.figure.data if t.fill == "toself"]
+    assert max(band.y) == 1.0 and widget.figure.layout.xaxis.dtick == 1  # RL steps 1, 2: no 1.5
     widget.model.value = runs["b"].id
     click(widget, "Show model")  # pick another model from the list
     assert widget.source == f"model {runs['b'].id}" and list(widget.frame["step"]) == [1]
@@ -115,6 +117,10 @@ def test_run_compare_diffs_configs_overlays_metrics_and_chats_at_one_step(server
     assert diff.loc["learning_rate", a.name] == 1e-4 and diff.loc["learning_rate", b.name] == 2e-4
     bands = [t for t in compare.reward_plot.figure.data if t.fill == "toself"]
     assert len(bands) == 2  # reward ± reward_std, one per run
+    # rewards 0, 1, 1, 1: mean 0.75 + std 0.43 stops at the highest reward seen, on a [0, 1] axis
+    assert max(y for band in bands for y in band.y) == 1.0
+    layout = compare.reward_plot.figure.layout
+    assert tuple(layout.yaxis.range) == (-0.05, 1.05) and layout.xaxis.dtick == 1
     assert [t.name for t in compare.metric_plot.figure.data] == [a.name, b.name]
     compare.metric.value = "grad_norm"
     assert compare.metric_plot.figure.layout.title.text == "grad_norm"

@@ -59,8 +59,8 @@ def chat_task(score: Callable[[Trajectory], float], **request: Any) -> Task:
 
 @dataclass
 class Evaluation:
-    """What :func:`evaluate` measured: ``frame`` (``step``, ``score_mean``, ``score_std``, ``n``,
-    ``errors``, ``logged``) and each step's groups."""
+    """What :func:`evaluate` measured: ``frame`` (``step``, ``score_mean``, ``score_std``, ``score_min``,
+    ``score_max``, ``n``, ``errors``, ``logged``) and each step's groups."""
 
     frame: pd.DataFrame
     groups: dict[int, list[TrajectoryGroup]] = field(default_factory=dict)
@@ -82,6 +82,8 @@ def _summary(step: int, groups: list[TrajectoryGroup], logged: bool) -> dict[str
         "step": step,
         "score_mean": mean,
         "score_std": std,
+        "score_min": min(rewards, default=math.nan),
+        "score_max": max(rewards, default=math.nan),
         "n": len(rewards),
         "errors": errors,
         "logged": logged,

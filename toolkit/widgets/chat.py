@@ -21,6 +21,7 @@ import pandas as pd
 from traitlets import Bool, Dict
 
 from .. import _theme, frames
+from .._text import visible
 from ..client import Client
 from ..plots import probability_color
 from ..rollouts import FunctionTool, tool, tool_content
@@ -63,7 +64,7 @@ def logprob_html(tokens: Sequence[TokenLogprob]) -> str:
     green: likely), black text on every colour; the logprob shows on hover."""
     return "".join(
         f'<span title="logprob {t.logprob:.3f}" '
-        f'style="background:{probability_color(t.logprob)};color:black">{html.escape(t.token)}</span>'
+        f'style="background:{probability_color(t.logprob)};color:black">{html.escape(visible(t.token))}</span>'
         for t in tokens
     )
 
@@ -386,11 +387,11 @@ class ChatCompare(ToolkitWidget):
     # ------------------------------------------------------------------ rendering
 
     def _sample_html(self, col: Column, i: int, base: Column | None) -> str:
-        text = col.texts.get(i, "")
+        text = visible(col.texts.get(i, ""))
         if self.view.value == "logprobs" and col.tokens.get(i):
             return logprob_html(col.tokens[i])
         if self.view.value == "diff" and base is not None and base is not col and base.done and col.done:
-            return diff_html(base.texts.get(i, ""), text)
+            return diff_html(visible(base.texts.get(i, "")), text)
         return html.escape(text)
 
     def _steps_html(self, col: Column, i: int) -> str:
@@ -401,7 +402,7 @@ class ChatCompare(ToolkitWidget):
             elif step.kind == "result":
                 parts.append(tool_result_html(step.text, step.name))
             else:
-                parts.append(f"<div>{html.escape(step.text)}</div>")
+                parts.append(f"<div>{html.escape(visible(step.text))}</div>")
         return "".join(parts)
 
     @staticmethod

@@ -1,5 +1,6 @@
 """How widgets show a conversation: messages, and tool calls and tool results collapsed to one line
-(open them for the pretty-printed JSON)."""
+(open them for the pretty-printed JSON). The call's icon is Font Awesome's wrench, as on the widgets'
+buttons (an emoji draws as an empty box where no emoji font is installed, e.g. Debian's Chromium)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _theme
+from .._text import visible
 
 STEP = f"border-left:3px solid {_theme.BORDER};padding-left:4px;margin:2px 0"
+TOOL_ICON = '<i class="fa fa-wrench" aria-hidden="true"></i>'
 PREVIEW = 60
 
 
@@ -28,9 +31,10 @@ def _pretty(text: str) -> str:
 
 
 def tool_call_html(name: str, arguments: str) -> str:
-    """A tool call, collapsed to one line (``🔧 name {args}``); open it for the pretty JSON arguments."""
+    """A tool call, collapsed to one line (wrench icon, ``name {args}``); open it for the pretty JSON
+    arguments."""
     return (
-        f'<details class="tool-call" style="{STEP}"><summary>🔧 <b>{html.escape(name)}</b> '
+        f'<details class="tool-call" style="{STEP}"><summary>{TOOL_ICON} <b>{html.escape(name)}</b> '
         f"<code>{html.escape(_preview(arguments))}</code></summary>"
         f'<pre style="margin:0">{html.escape(_pretty(arguments))}</pre></details>'
     )
@@ -39,6 +43,7 @@ def tool_call_html(name: str, arguments: str) -> str:
 def tool_result_html(content: str, name: str | None = None) -> str:
     """A tool result, collapsed to one line (``↩ name: result``); open it for the whole (JSON) result."""
     label = f"<b>{html.escape(name)}</b>: " if name else ""
+    content = visible(content)
     return (
         f'<details class="tool-result" style="{STEP}"><summary>↩ {label}'
         f"<code>{html.escape(_preview(content))}</code></summary>"
@@ -57,7 +62,7 @@ def message_html(message: Mapping[str, Any]) -> str:
     role = str(message.get("role"))
     if role == "tool":
         return tool_result_html(_text(message.get("content")), message.get("name"))
-    text = _text(message.get("content"))
+    text = visible(_text(message.get("content")))
     shown = text or role != "assistant"  # an assistant turn of calls only shows just the calls
     head = (
         f'<div style="white-space:pre-wrap">{html.escape(role)}: {html.escape(text)}</div>' if shown else ""

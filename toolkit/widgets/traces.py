@@ -164,9 +164,11 @@ class TraceBrowser(ToolkitWidget):
         self.status_line = StatusLine()
         self.selection.observe(self._selected, "value")
         # Font Awesome icons render everywhere; emoji need a font the browser may lack
-        self.thumbs_up = button("", lambda: self.react("👍"), icon="thumbs-up", tooltip="👍 on the open call")
+        self.thumbs_up = button(
+            "", lambda: self.react("👍"), icon="thumbs-up", tooltip="Thumbs up on the open call"
+        )
         self.thumbs_down = button(
-            "", lambda: self.react("👎"), icon="thumbs-down", tooltip="👎 on the open call"
+            "", lambda: self.react("👎"), icon="thumbs-down", tooltip="Thumbs down on the open call"
         )
         feedback = w.HBox(
             [
