@@ -4,15 +4,20 @@ A rollout function takes one scenario and returns a scored :class:`Trajectory` (
 :func:`~toolkit.rollouts.trajectory`, or let an :class:`~toolkit.rollouts.Agent` run a multi-turn
 episode). :func:`gather` runs it ``group_size`` times per scenario with bounded concurrency and a
 progress bar; an exception inside a rollout is recorded in its group (as ART does) instead of
-stopping the others. With tracing enabled (:func:`toolkit.tracing.enable`), each rollout is a call
-and its chat completions (and an agent's tool calls) are its children.
+stopping the others. When every rollout failed, :class:`GatherError` is raised with the first
+exception (``raise_on_all_failed=False``: the groups come back as they are); when some failed, one
+:class:`GatherWarning` says how many. With tracing enabled (:func:`toolkit.tracing.enable`), each
+rollout is a call and its chat completions (and an agent's tool calls) are its children.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import sys
 import traceback
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -26,6 +31,36 @@ TrajectoryLike = Trajectory | Mapping[str, Any]
 Outcome = Trajectory | BaseException
 
 
+class GatherError(RuntimeError):
+    """Every rollout of a gather failed; ``__cause__`` is the first exception, ``exceptions`` all."""
+
+    def __init__(self, message: str, exceptions: Sequence[BaseException]) -> None:
+        super().__init__(message)
+        self.exceptions = list(exceptions)
+
+
+class GatherWarning(UserWarning):
+    """Some (not all) rollouts of a gather failed; their exceptions are in their groups."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside the toolkit (the user's
+    line, whether it called ``gather``, ``Agent.gather`` or ``evaluate``)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def _first(exc: BaseException) -> str:
+    """``ValueError: <the first line of its message>``."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
 def exception_record(exc: BaseException) -> PydanticException:
     """An exception as the wire records it: ``{"type": "<class 'ValueError'>", message, traceback}``."""
     return PydanticException(
@@ -36,9 +71,15 @@ def exception_record(exc: BaseException) -> PydanticException:
 
 
 def _groups(
-    outcomes: Sequence[Outcome], group_size: int, max_exceptions: int | float | None
+    outcomes: Sequence[Outcome],
+    group_size: int,
+    max_exceptions: int | float | None,
+    raise_on_all_failed: bool,
 ) -> list[TrajectoryGroup]:
     errors = [o for o in outcomes if isinstance(o, BaseException)]
+    if errors and len(errors) == len(outcomes) and raise_on_all_failed:
+        message = f"all {len(errors)} rollouts failed; the first: {_first(errors[0])}"
+        raise GatherError(message, errors) from errors[0]
     limit = (
         None
         if max_exceptions is None
@@ -48,6 +89,9 @@ def _groups(
     )
     if limit is not None and len(errors) > limit:
         raise RuntimeError(f"{len(errors)} of {len(outcomes)} rollouts failed") from errors[0]
+    if errors:
+        message = f"{len(errors)} of {len(outcomes)} rollouts failed; the first: {_first(errors[0])}"
+        warnings.warn(GatherWarning(message), stacklevel=_caller_stacklevel())
     groups = []
     for start in range(0, len(outcomes), group_size):
         members = outcomes[start : start + group_size]
@@ -94,11 +138,13 @@ def gather(
     max_exceptions: int | float | None = None,
     progress: bool = True,
     desc: str = "rollouts",
+    raise_on_all_failed: bool = True,
 ) -> list[TrajectoryGroup]:
     """One group per scenario, of ``group_size`` rollouts run on up to ``max_concurrency`` threads.
 
     ``max_exceptions`` (a count, or a fraction when a float) raises once more rollouts failed;
-    by default every failure is only recorded in its group.
+    by default every failure is recorded in its group, with one :class:`GatherWarning`, and
+    :class:`GatherError` is raised when all failed (unless ``raise_on_all_failed=False``).
     """
     items = [s for s in scenarios for _ in range(group_size)]
     bar = _Bar(len(items), progress, desc)
@@ -120,7 +166,7 @@ def gather(
             outcomes = list(pool.map(lambda ctx, scenario: ctx.run(run, scenario), contexts, items))
     finally:
         bar.close()
-    return _groups(outcomes, group_size, max_exceptions)
+    return _groups(outcomes, group_size, max_exceptions, raise_on_all_failed)
 
 
 async def gather_async(
@@ -132,6 +178,7 @@ async def gather_async(
     max_exceptions: int | float | None = None,
     progress: bool = True,
     desc: str = "rollouts",
+    raise_on_all_failed: bool = True,
 ) -> list[TrajectoryGroup]:
     """The async twin of :func:`gather`: rollouts are coroutines, at most ``max_concurrency`` at once."""
     items = [s for s in scenarios for _ in range(group_size)]
@@ -153,4 +200,4 @@ async def gather_async(
         outcomes = await asyncio.gather(*(run(s) for s in items))
     finally:
         bar.close()
-    return _groups(list(outcomes), group_size, max_exceptions)
+    return _groups(list(outcomes), group_size, max_exceptions, raise_on_all_failed)
