@@ -239,6 +239,7 @@ class Agent(_AgentBase[S]):
         progress: bool = True,
         desc: str = "agent rollouts",
         raise_on_all_failed: bool = True,
+        seed: int | None = None,
     ) -> list[TrajectoryGroup]:
         """One group of ``group_size`` episodes per scenario (see :func:`~toolkit.rollouts.gather`)."""
         return gather(
@@ -250,6 +251,7 @@ class Agent(_AgentBase[S]):
             progress=progress,
             desc=desc,
             raise_on_all_failed=raise_on_all_failed,
+            seed=seed,
         )
 
     def _drive(self, episode: Episode) -> Trajectory:
@@ -328,6 +330,7 @@ class AsyncAgent(_AgentBase[S]):
         progress: bool = True,
         desc: str = "agent rollouts",
         raise_on_all_failed: bool = True,
+        seed: int | None = None,
     ) -> list[TrajectoryGroup]:
         """One group of ``group_size`` episodes per scenario (see :func:`~toolkit.rollouts.gather_async`)."""
         return await gather_async(
@@ -339,6 +342,7 @@ class AsyncAgent(_AgentBase[S]):
             progress=progress,
             desc=desc,
             raise_on_all_failed=raise_on_all_failed,
+            seed=seed,
         )
 
     async def _drive(self, episode: Episode) -> Trajectory:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .. import tracing
+from .. import seeding, tracing
 from .._progress import ProgressBar
 from ..types.training import PydanticException, Trajectory, TrajectoryGroup
 
@@ -125,6 +125,13 @@ class _Bar:
             self.bar.close()
 
 
+def _seeds(count: int, group_size: int, seed: int | None) -> list[int | None]:
+    """The seed of each rollout: ``derive_seed(seed, group, member)`` (all None when unseeded)."""
+    if seed is None:
+        return [None] * count
+    return [seeding.derive_seed(seed, i // group_size, i % group_size) for i in range(count)]
+
+
 def _outcome(value: Any) -> Outcome:
     return value if isinstance(value, Trajectory | BaseException) else Trajectory.model_validate(value)
 
@@ -139,18 +146,24 @@ def gather(
     progress: bool = True,
     desc: str = "rollouts",
     raise_on_all_failed: bool = True,
+    seed: int | None = None,
 ) -> list[TrajectoryGroup]:
     """One group per scenario, of ``group_size`` rollouts run on up to ``max_concurrency`` threads.
+
+    ``seed`` seeds rollout ``r`` of group ``g`` with ``derive_seed(seed, g, r)``: its chat requests
+    without a ``seed`` of their own sample the same tokens whatever order the rollouts run in
+    (:mod:`toolkit.seeding`; default: the open experiment's seed, if any, else unseeded).
 
     ``max_exceptions`` (a count, or a fraction when a float) raises once more rollouts failed;
     by default every failure is recorded in its group, with one :class:`GatherWarning`, and
     :class:`GatherError` is raised when all failed (unless ``raise_on_all_failed=False``).
     """
     items = [s for s in scenarios for _ in range(group_size)]
+    seeds = _seeds(len(items), group_size, seeding.resolve(seed, "gather"))
     bar = _Bar(len(items), progress, desc)
 
-    def run(scenario: S) -> Outcome:
-        with tracing.gathered_rollout_call(scenario) as call:
+    def run(scenario: S, rollout_seed: int | None) -> Outcome:
+        with seeding.rollout_seed(rollout_seed), tracing.gathered_rollout_call(scenario) as call:
             try:
                 outcome = _outcome(rollout(scenario))
             except Exception as exc:
@@ -163,7 +176,7 @@ def gather(
         with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
             # each rollout runs in a copy of the caller's context (so a traced parent call is seen)
             contexts = [contextvars.copy_context() for _ in items]
-            outcomes = list(pool.map(lambda ctx, scenario: ctx.run(run, scenario), contexts, items))
+            outcomes = list(pool.map(lambda ctx, s, r: ctx.run(run, s, r), contexts, items, seeds))
     finally:
         bar.close()
     return _groups(outcomes, group_size, max_exceptions, raise_on_all_failed)
@@ -179,15 +192,17 @@ async def gather_async(
     progress: bool = True,
     desc: str = "rollouts",
     raise_on_all_failed: bool = True,
+    seed: int | None = None,
 ) -> list[TrajectoryGroup]:
     """The async twin of :func:`gather`: rollouts are coroutines, at most ``max_concurrency`` at once."""
     items = [s for s in scenarios for _ in range(group_size)]
+    seeds = _seeds(len(items), group_size, seeding.resolve(seed, "gather"))
     bar = _Bar(len(items), progress, desc)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
-    async def run(scenario: S) -> Outcome:
+    async def run(scenario: S, rollout_seed: int | None) -> Outcome:
         async with limit:
-            with tracing.gathered_rollout_call(scenario) as call:
+            with seeding.rollout_seed(rollout_seed), tracing.gathered_rollout_call(scenario) as call:
                 try:
                     outcome = _outcome(await rollout(scenario))
                 except Exception as exc:
@@ -197,7 +212,7 @@ async def gather_async(
         return outcome
 
     try:
-        outcomes = await asyncio.gather(*(run(s) for s in items))
+        outcomes = await asyncio.gather(*(run(s, r) for s, r in zip(items, seeds, strict=True)))
     finally:
         bar.close()
     return _groups(list(outcomes), group_size, max_exceptions, raise_on_all_failed)
