@@ -256,7 +256,8 @@ class TrainingRunner:
         cfg = resolve(req.experimental_config)
         groups = req.trajectory_groups
         summary = train_metrics(groups)
-        plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step)
+        job_seed = req.experimental_config.seed if req.experimental_config else None
+        plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step, job_seed=job_seed)
         extra = {
             "reward": summary.get("train/reward", 0.0),
             "reward_std_dev": summary.get("train/reward_std_dev", 0.0),
@@ -278,7 +279,7 @@ class TrainingRunner:
         warnings = unknown_keys(req.experimental_config)
         lora = self.models.lora_config_of(req.model_id) is not None
         warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
-        policy = self._policy(req.model_id, spec, base)
+        policy = self._policy(req.model_id, spec, base, job_seed)
         self.jobs.started(job_id, len(plan.batches), warnings, config=asdict(cfg))
         if stale := stale_groups(group_versions(groups), base.step):
             self.jobs.warn(job_id, STALE_GROUPS, stale)
@@ -329,9 +330,9 @@ class TrainingRunner:
             except Exception as exc:
                 raise TrainingDataError(path.name, line, f"cannot apply the chat template ({exc})") from None
             samples += [sample.truncated(spec.max_model_len) for sample in found]
-        batches = sft_batches(samples, request["batch_size"])
+        batches = sft_batches(samples, request["batch_size"], experimental.seed, base.step)
         learning_rates = request["learning_rates"]
-        policy = self._policy(base.model_id, spec, base)
+        policy = self._policy(base.model_id, spec, base, experimental.seed)
         self.jobs.started(job_id, len(batches), unknown_keys(experimental))
         steps: list[dict[str, float]] = []
         run_sft(
@@ -349,11 +350,13 @@ class TrainingRunner:
 
     # ------------------------------------------------------------------ models and checkpoints
 
-    def _policy(self, model_id: str, spec: BaseModelSpec, base: CheckpointRow) -> Policy:
+    def _policy(
+        self, model_id: str, spec: BaseModelSpec, base: CheckpointRow, job_seed: int | None
+    ) -> Policy:
         weights = Path(base.path) if base.path else None
         optimizer = optimizer_file(weights) if weights else None
         settings = self.models.lora_config_of(model_id)
-        return self.trainer.policy(model_id, base.step, spec, weights, settings, optimizer)
+        return self.trainer.policy(model_id, base.step, spec, weights, settings, optimizer, job_seed)
 
     def _reference(self, model_id: str, step: int | None, spec: BaseModelSpec) -> PreTrainedModel | None:
         if step is None:
