@@ -14,6 +14,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 
 from ..types.common import ListEnvelope
+from ..types.records import CheckpointRecord, CheckpointRecordList
 from ..types.training import (
     Artifact,
     Checkpoint,
@@ -66,6 +67,9 @@ CHECKPOINT_DOWNLOAD = Extension(
     "checkpoint download",
     "download the checkpoint's W&B artifact of type 'lora': wandb.Api().artifact("
     "'<entity>/<project>/<name>:step<N>', type='lora').download(root=path)",
+)
+CHECKPOINT_RECORDS = Extension(
+    "checkpoint records", "run the experiment under tk.experiment, which keeps each job's request client-side"
 )
 
 
@@ -211,6 +215,24 @@ def op_checkpoint_file(model_id: str, step: int, name: str) -> Op[bytes]:
         bytes,
         stream="bytes",
         extension=CHECKPOINT_DOWNLOAD,
+    )
+
+
+def op_checkpoint_record(model_id: str, step: int) -> Op[CheckpointRecord]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/checkpoints/{step}/record",
+        CheckpointRecord.model_validate,
+        extension=CHECKPOINT_RECORDS,
+    )
+
+
+def op_records(model_id: str) -> Op[list[CheckpointRecord]]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/records",
+        lambda body: CheckpointRecordList.model_validate(body).data,
+        extension=CHECKPOINT_RECORDS,
     )
 
 
