@@ -6,7 +6,7 @@ environment or arguments.
 """
 
 import importlib
-from types import ModuleType
+from typing import Any
 
 from . import _html
 from ._version import __version__
@@ -22,13 +22,17 @@ from .client import (
 )
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots", "tracing", "research")
+_LAZY = ("widgets", "frames", "plots", "tracing", "research", "experiments")
+_EXPERIMENTS = ("experiment", "load_experiment", "replay")  # from toolkit.experiments
 
 
-def __getattr__(name: str) -> ModuleType:
-    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing`` and ``tk.research`` load on first use."""
+def __getattr__(name: str) -> Any:
+    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing``, ``tk.research`` and
+    ``tk.experiments`` (with ``tk.experiment``, ``tk.load_experiment``, ``tk.replay``) load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
+    if name in _EXPERIMENTS:
+        return getattr(importlib.import_module(".experiments", __name__), name)
     raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
 
 
@@ -42,8 +46,12 @@ __all__ = [
     "__version__",
     "connect",
     "connect_async",
+    "experiment",
+    "experiments",
     "frames",
+    "load_experiment",
     "plots",
+    "replay",
     "research",
     "tracing",
     "widgets",

@@ -116,6 +116,7 @@ def op_create_model(
         json=body,
         idempotent=return_existing,
         extension=extension,
+        link="model",
     )
 
 
@@ -255,7 +256,9 @@ def op_create_rl_job(
         "trajectory_groups": _groups(groups),
         "experimental_config": wire(experimental_config) if experimental_config is not None else None,
     }
-    return Op("POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body)
+    return Op(
+        "POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body, link="rl_job"
+    )
 
 
 def op_create_sft_job(
@@ -271,7 +274,9 @@ def op_create_sft_job(
     }
     if experimental_config is not None:  # sent only when given, so the body is ART's otherwise
         body["experimental_config"] = wire(experimental_config)
-    return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
+    return Op(
+        "POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body, link="sft_job"
+    )
 
 
 def op_get_job(job_id: str) -> Op[TrainingJob]:
@@ -346,6 +351,7 @@ def op_upload_artifact(
         files=parts,
         data=form,
         extension=ARTIFACT_UPLOAD,
+        link="artifact",
     )
 
 
