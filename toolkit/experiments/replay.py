@@ -17,7 +17,7 @@ from pathlib import Path
 from ..client import Client, TrainingJobFailed, TrainingJobWarning, UnsupportedOperation
 from ..client.local_server import local_server, stop
 from ..types.experiments import ExperimentJob, ExperimentRecord
-from ..types.records import CheckpointRecord
+from ..types.records import WALL_CLOCK_PREFIXES, CheckpointRecord, replayable
 from .experiment import load_experiment
 
 BUILTIN_PREFIX = "toolkit/"  # the local server's built-in bases (served without --base-model)
@@ -139,6 +139,7 @@ def _fresh_server(record: ExperimentRecord) -> Iterator[tuple[Client, int | None
 
 
 def _replay(record: ExperimentRecord, client: Client, notes: list[str]) -> ReplayReport:
+    notes.append(f"metrics compared: all but the wall-clock ones ({', '.join(WALL_CLOCK_PREFIXES)})")
     report = ReplayReport(notes=notes)
     project = f"replay-{uuid.uuid4().hex[:8]}"
     models: dict[str, str] = {}  # recorded model id -> new model id
@@ -223,13 +224,14 @@ def _replay_job(
 
 def difference(recorded: CheckpointRecord, replayed: CheckpointRecord) -> str | None:
     """What differs between a recorded checkpoint and its replay (None: nothing): the data, the base
-    weights, the weights, then the first metric that differs."""
+    weights, the weights, then the first metric that differs (wall-clock ones left out)."""
     for name in ("data_digest", "base_digest", "checkpoint_digest"):
         was, now = getattr(recorded, name), getattr(replayed, name)
         if was is not None and was != now:
             return f"{name}: recorded {was[:16]}…, replayed {(now or 'none')[:16]}…"
-    for key in sorted(set(recorded.metrics) | set(replayed.metrics)):
-        was_value, now_value = recorded.metrics.get(key), replayed.metrics.get(key)
+    was_metrics, now_metrics = replayable(recorded.metrics), replayable(replayed.metrics)
+    for key in sorted(set(was_metrics) | set(now_metrics)):
+        was_value, now_value = was_metrics.get(key), now_metrics.get(key)
         same = was_value == now_value or (
             was_value is not None
             and now_value is not None

@@ -24,6 +24,14 @@ from pydantic import BaseModel, Field
 from .common import WireModel
 from .training import TrajectoryGroup
 
+# metrics measured on the wall clock: no replay gives them again, so none compares them
+WALL_CLOCK_PREFIXES = ("timing_s/", "throughput/")
+
+
+def replayable(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The metrics a bit-for-bit replay gives again (those not measured on the wall clock)."""
+    return {k: v for k, v in metrics.items() if not k.startswith(WALL_CLOCK_PREFIXES)}
+
 
 def canonical_json(value: Any) -> bytes:
     """Keys sorted, no spaces, UTF-8: the same value always gives the same bytes."""
