@@ -4,12 +4,13 @@ checkpoint digest, and a record with one job's learning rate changed diverges at
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import new_model, rewarded_group, served
+from training_helpers import BASE, new_model, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
@@ -148,3 +149,15 @@ def test_data_too_big_to_embed_is_named_by_digest_and_stops_the_replay(
     assert report.first_divergence is not None and report.first_divergence.what.startswith(
         "data: not embedded"
     )
+
+
+def test_an_async_client_links_too(server: LocalServer) -> None:
+    async def create() -> tuple[str, list[str]]:
+        async with server.async_client() as client:
+            with tk.experiment("async", seed=1) as exp:
+                model = await client.models.create(project="experiments", name="async", base_model=BASE)
+            await client.models.create(project="experiments", name="after", base_model=BASE)
+            return model.id, exp.model_ids
+
+    made, linked = asyncio.run(create())
+    assert linked == [made]

@@ -154,6 +154,7 @@ def _replay(record: ExperimentRecord, client: Client, notes: list[str]) -> Repla
         )
         models[entry.model.id] = made.id
     recorded = {r.job_id: r for m in record.models for r in m.records if r.job_id}
+    _note_earlier_steps(record, recorded, notes)
     for job in record.jobs:
         if job.status != "succeeded":
             notes.append(f"job {job.job_id} ({job.status}) wrote no checkpoint: not replayed")
@@ -167,6 +168,24 @@ def _replay(record: ExperimentRecord, client: Client, notes: list[str]) -> Repla
             notes.append(f"replay stopped at job {job.job_id}: {stopped.row.what}")
             break
     return report
+
+
+def _note_earlier_steps(
+    record: ExperimentRecord, recorded: dict[str, CheckpointRecord], notes: list[str]
+) -> None:
+    """A model whose first linked job started past step 0 had checkpoints from before the experiment:
+    the replay starts from the base, so its checkpoints cannot match."""
+    seen: set[str] = set()
+    for job in record.jobs:
+        first = recorded.get(job.job_id)
+        if job.model_id in seen or first is None:
+            continue
+        seen.add(job.model_id)
+        if first.parent_step:
+            notes.append(
+                f"model {job.model_id}: its first job of the experiment started from step "
+                f"{first.parent_step}, trained outside it; the replay starts from the base"
+            )
 
 
 class _Stopped(Exception):
