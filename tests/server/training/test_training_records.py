@@ -149,3 +149,10 @@ def test_unknown_model_or_step_is_a_404(
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "step"]
     with server.client() as client, pytest.raises(tk.client.NotFoundError, match="no checkpoint at step 9"):
         client.models.checkpoints.record(model.id, 9)
+
+
+def test_the_hosted_api_has_no_records_and_says_so_without_a_request() -> None:
+    with tk.Client("https://api.training.wandb.ai", "key") as hosted:
+        for call in (lambda: hosted.models.records("m"), lambda: hosted.models.checkpoints.record("m", 1)):
+            with pytest.raises(tk.UnsupportedOperation, match=r"no checkpoint records .*tk\.experiment"):
+                call()
