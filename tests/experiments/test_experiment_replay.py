@@ -161,3 +161,42 @@ def test_an_async_client_links_too(server: LocalServer) -> None:
 
     made, linked = asyncio.run(create())
     assert linked == [made]
+
+
+def test_a_model_created_before_the_experiment_is_read_back(server: LocalServer) -> None:
+    with server.client() as client:
+        model = new_model(client, "before")
+        with tk.experiment("before", seed=2) as exp:
+            job = client.sft_training_jobs.create_from_data(
+                model_id=model.id,
+                data=[reverse.conversation(w) for w in WORDS[:4]],
+                config={"batch_size": 4, "learning_rate": 1e-3},
+            )
+            job.wait(progress=False)
+        record = exp.record()
+        report = tk.replay(record, client)
+    assert [m.model.id for m in record.models] == [model.id]
+    assert record.models[0].request == {
+        "entity": model.entity,
+        "project": model.project,
+        "name": model.name,
+        "base_model": BASE,
+        "full_finetuning": True,
+    }
+    assert record.notes == [
+        f"model {model.id} was created before the experiment: its create request is read from it"
+    ]
+    assert report.ok and [r.step for r in report.rows] == [1]
+
+
+def test_a_first_job_past_step_0_is_named_in_the_notes(server: LocalServer, exported: dict[str, Any]) -> None:
+    record = tk.load_experiment(exported["path"])
+    record.jobs = record.jobs[1:]  # the RL job alone: it started from step 1, made by the SFT job
+    with server.client() as client:
+        report = tk.replay(record, client)
+    model = exported["model"].id
+    assert (
+        f"model {model}: its first job of the experiment started from step 1, trained outside it;"
+        in " ".join(report.notes)
+    )
+    assert report.first_divergence is not None and report.first_divergence.step == 2

@@ -126,7 +126,13 @@ class Experiment:
         notes: list[str] = []
         with _Clients() as clients:
             jobs = [self._job(j, clients.of(j.config), embed_limit, notes) for j in self._links.jobs]
-            models = [self._model(req, m, clients.of(c), notes) for req, m, c in self._links.models.values()]
+            linked = dict(self._links.models)
+            for job in self._links.jobs:
+                if job.body["model_id"] not in linked:
+                    linked |= _earlier_model(
+                        str(job.body["model_id"]), clients.of(job.config), job.config, notes
+                    )
+            models = [self._model(req, m, clients.of(c), notes) for req, m, c in linked.values()]
         return ExperimentRecord(
             format_version=FORMAT_VERSION,
             name=self.name,
@@ -210,6 +216,25 @@ class Experiment:
             f"Experiment({self.name!r}, seed={self.seed}, models={len(self._links.models)},"
             f" jobs={len(self._links.jobs)})"
         )
+
+
+def _earlier_model(
+    model_id: str, client: Client, config: Config, notes: list[str]
+) -> dict[str, tuple[dict[str, Any], Model, Config]]:
+    """A model a linked job trained that was created before the experiment opened: read it back,
+    with the create request its fields say (none where the deployment cannot be asked)."""
+    try:
+        model = client.models.retrieve(model_id)
+    except UnsupportedOperation:
+        notes.append(f"model {model_id} was created before the experiment and cannot be read back here")
+        return {}
+    notes.append(f"model {model_id} was created before the experiment: its create request is read from it")
+    request = model.model_dump(mode="json", include={"entity", "project", "name", "base_model"})
+    if model.full_finetuning:
+        request["full_finetuning"] = True
+    elif model.lora_config is not None:
+        request["lora_config"] = model.lora_config.model_dump(mode="json")
+    return {model_id: (request, model, config)}
 
 
 class _Clients(contextlib.AbstractContextManager["_Clients"]):

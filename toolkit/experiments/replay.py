@@ -159,6 +159,9 @@ def _replay(record: ExperimentRecord, client: Client, notes: list[str]) -> Repla
         if job.status != "succeeded":
             notes.append(f"job {job.job_id} ({job.status}) wrote no checkpoint: not replayed")
             continue
+        if job.model_id not in models:
+            notes.append(f"job {job.job_id}: its model {job.model_id} is not in the record; replay stopped")
+            break
         try:
             report.rows.append(
                 _replay_job(client, project, job, models[job.model_id], recorded.get(job.job_id))
