@@ -1,13 +1,14 @@
 """The hook through which an open experiment (:mod:`toolkit.experiments`) sees the models, jobs,
-artifacts and trace projects created in its context. The client layer cannot import experiments
-(they sit above it), so the experiment sets itself here; with none open nothing is recorded."""
+artifacts, trace projects and (not streamed) chat completions created in its context. The client
+layer cannot import experiments (they sit above it), so the experiment sets itself here; with none
+open nothing is recorded."""
 
 from __future__ import annotations
 
 import contextvars
 from typing import Any, Literal, Protocol
 
-Link = Literal["model", "rl_job", "sft_job", "artifact"]
+Link = Literal["model", "rl_job", "sft_job", "artifact", "chat"]
 
 
 class LinkSink(Protocol):

@@ -16,6 +16,7 @@ from typing import Any
 from ..client import AsyncClient, Client, UnsupportedOperation, _links
 from ..client._transport import Config
 from ..seeding import use_default_seed
+from ..types.chat import ChatCompletion
 from ..types.experiments import (
     FORMAT_VERSION,
     DeploymentInfo,
@@ -23,6 +24,7 @@ from ..types.experiments import (
     ExperimentModel,
     ExperimentRecord,
     JobData,
+    Sample,
 )
 from ..types.records import canonical_json, groups_digest, sha256_hex
 from ..types.training import Artifact, Model, TrainingJobCreated
@@ -55,6 +57,8 @@ class _Links:
     jobs: list[_Job] = field(default_factory=list)
     artifacts: dict[str, dict[str, bytes]] = field(default_factory=dict)  # url -> files
     trace_projects: list[str] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    unseeded: int = 0
 
 
 class Experiment:
@@ -102,6 +106,11 @@ class Experiment:
             self._links.jobs.append(_Job(link.removesuffix("_job"), dict(request), result.id, config))
         elif link == "artifact" and isinstance(result, Artifact):
             self._links.artifacts[result.url] = dict(request)
+        elif link == "chat" and isinstance(result, ChatCompletion):
+            if isinstance(request.get("seed"), int):
+                self._links.samples.append(Sample(request=dict(request), choices=sampled(result)))
+            else:
+                self._links.unseeded += 1
 
     def trace_project(self, project: str) -> None:
         if project not in self._links.trace_projects:
@@ -145,8 +154,18 @@ class Experiment:
             models=models,
             jobs=jobs,
             trace_projects=self.trace_projects,
+            samples=self._samples(embed_limit, notes),
+            unseeded_requests=self._links.unseeded,
             notes=notes,
         )
+
+    def _samples(self, limit: int, notes: list[str]) -> list[Sample]:
+        samples = self._links.samples
+        size = len(canonical_json([s.model_dump(mode="json") for s in samples]))
+        if size <= limit:
+            return list(samples)
+        notes.append(f"the {len(samples)} seeded chat completions are not embedded (too big: {size} bytes)")
+        return []
 
     def export(self, path: str | Path, *, embed_limit: int = EMBED_LIMIT) -> Path:
         """Write the experiment into one self-contained JSON file: what ran, each model's checkpoint
@@ -235,6 +254,14 @@ def _earlier_model(
     elif model.lora_config is not None:
         request["lora_config"] = model.lora_config.model_dump(mode="json")
     return {model_id: (request, model, config)}
+
+
+def sampled(completion: ChatCompletion) -> list[dict[str, Any]]:
+    """What each choice of a completion sampled (the part a seeded request gives again)."""
+    return [
+        {"content": c.message.content, "finish_reason": c.finish_reason, "token_ids": c.token_ids}
+        for c in completion.choices
+    ]
 
 
 class _Clients(contextlib.AbstractContextManager["_Clients"]):

@@ -18,14 +18,16 @@ from ..client import Client, TrainingJobFailed, TrainingJobWarning, UnsupportedO
 from ..client.local_server import local_server, stop
 from ..types.experiments import ExperimentJob, ExperimentRecord
 from ..types.records import WALL_CLOCK_PREFIXES, CheckpointRecord, replayable
+from ..types.training import Model
 from .experiment import load_experiment
+from .resample import Resampler
 
 BUILTIN_PREFIX = "toolkit/"  # the local server's built-in bases (served without --base-model)
 NO_RECIPE = (
-    "resample=True: the record holds no rollout recipe (the rollout function, its scenarios and "
-    "reward code live in the notebook, not in the file), so the rollouts cannot be sampled again "
-    "here; the jobs were replayed on the recorded groups. To re-run the whole loop, run the notebook "
-    "again under tk.experiment with the same seed and replay or compare its export."
+    "resample=True: the record holds no seeded chat completion and no rollout recipe (the rollout "
+    "function, its scenarios and reward code live in the notebook, not in the file), so the rollouts "
+    "cannot be sampled again here; the jobs were replayed on the recorded groups. To re-run the whole "
+    "loop, run the notebook again under tk.experiment with the same seed and replay or compare its export."
 )
 
 
@@ -97,15 +99,15 @@ def replay(
     training with the recorded thread count). ``resample``: see :data:`NO_RECIPE`."""
     if not isinstance(record, ExperimentRecord):
         record = load_experiment(record)
-    notes = [NO_RECIPE] if resample else []
+    notes = [NO_RECIPE] if resample and not record.samples else []
     if client is not None:
-        return _replay(record, client, notes)
+        return _replay(record, client, notes, resample)
     with _fresh_server(record) as (fresh, threads):
         if threads is not None:
             notes.append(
                 f"replayed on a fresh local server training with {threads} torch threads, as recorded"
             )
-        return _replay(record, fresh, notes)
+        return _replay(record, fresh, notes, resample)
 
 
 def _recorded_threads(record: ExperimentRecord) -> int | None:
@@ -138,38 +140,55 @@ def _fresh_server(record: ExperimentRecord) -> Iterator[tuple[Client, int | None
             stop(folder)
 
 
-def _replay(record: ExperimentRecord, client: Client, notes: list[str]) -> ReplayReport:
+def _replay(record: ExperimentRecord, client: Client, notes: list[str], resample: bool) -> ReplayReport:
     notes.append(f"metrics compared: all but the wall-clock ones ({', '.join(WALL_CLOCK_PREFIXES)})")
     report = ReplayReport(notes=notes)
     project = f"replay-{uuid.uuid4().hex[:8]}"
-    models: dict[str, str] = {}  # recorded model id -> new model id
+    made: dict[str, Model] = {}  # recorded model id -> its replay
     for entry in record.models:
         req = entry.request
-        made = client.models.create(
+        model = client.models.create(
             project=project,
             name=entry.model.name,
             base_model=entry.model.base_model,
             lora_config=req.get("lora_config"),
             full_finetuning=req.get("full_finetuning"),
         )
-        models[entry.model.id] = made.id
+        made[entry.model.id] = model
     recorded = {r.job_id: r for m in record.models for r in m.records if r.job_id}
     _note_earlier_steps(record, recorded, notes)
+    resampler = Resampler(record, client, made) if resample and record.samples else None
+    steps = dict.fromkeys(made, 0)  # the replay's step of each model
+
+    def samples(model_id: str | None, step: int | None, job_id: str) -> None:
+        found = resampler.at(model_id, step, steps.get(model_id or "")) if resampler else None
+        if found is not None:
+            was, now, what = found
+            report.rows.append(ReplayRow(step, job_id, "samples", was, now, what is None, what))
+
+    if resampler is not None:
+        notes.extend(resampler.notes(record))
+        samples(None, None, "base model")
+        for model_id in made:
+            samples(model_id, 0, "base model")
     for job in record.jobs:
         if job.status != "succeeded":
             notes.append(f"job {job.job_id} ({job.status}) wrote no checkpoint: not replayed")
             continue
-        if job.model_id not in models:
+        if job.model_id not in made:
             notes.append(f"job {job.job_id}: its model {job.model_id} is not in the record; replay stopped")
             break
         try:
-            report.rows.append(
-                _replay_job(client, project, job, models[job.model_id], recorded.get(job.job_id))
-            )
+            row = _replay_job(client, project, job, made[job.model_id].id, recorded.get(job.job_id))
         except _Stopped as stopped:  # the jobs after it would start from another checkpoint
             report.rows.append(stopped.row)
             notes.append(f"replay stopped at job {job.job_id}: {stopped.row.what}")
             break
+        report.rows.append(row)
+        steps[job.model_id] += 1
+        samples(job.model_id, row.step, job.job_id)
+    if resampler is not None and resampler.left:
+        notes.append(f"{resampler.left} samples of steps the replay did not reach were not sent again")
     return report
 
 

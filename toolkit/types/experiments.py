@@ -67,6 +67,14 @@ class ExperimentModel(WireModel):
     records: list[CheckpointRecord] = Field(default_factory=list)
 
 
+class Sample(WireModel):
+    """A seeded chat completion made under the experiment: the request as sent and what each choice
+    sampled (``content``, ``finish_reason``, ``token_ids`` when asked for)."""
+
+    request: dict[str, Any]
+    choices: list[dict[str, Any]]
+
+
 class ExperimentRecord(WireModel):
     format_version: int = FORMAT_VERSION
     name: str
@@ -79,4 +87,6 @@ class ExperimentRecord(WireModel):
     models: list[ExperimentModel] = Field(default_factory=list)
     jobs: list[ExperimentJob] = Field(default_factory=list)
     trace_projects: list[str] = Field(default_factory=list)
+    samples: list[Sample] = Field(default_factory=list)  # seeded chat completions, in order
+    unseeded_requests: int = 0  # chat completions without a seed (not kept: they cannot be re-derived)
     notes: list[str] = Field(default_factory=list)  # what the file leaves out, and why
