@@ -54,7 +54,8 @@ class ReplayRow:
 
 @dataclass
 class ReplayReport:
-    """One row per replayed job; ``first_divergence`` is the first row that did not match."""
+    """One row per replayed job (and, with ``resample``, per checkpoint sampled again);
+    ``first_divergence`` is the first row that did not match; ``ok``: there were rows and all matched."""
 
     rows: list[ReplayRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -96,7 +97,9 @@ def replay(
     """Re-run the recorded jobs in order on new models (same bases and training settings, in a new
     project) and compare each checkpoint's digest and metrics with the record. ``client``: the
     deployment to replay on (default: a fresh local server in a temporary folder, removed after,
-    training with the recorded thread count). ``resample``: see :data:`NO_RECIPE`."""
+    training with the recorded thread count). ``resample``: also send the seeded chat completions
+    recorded under the experiment again to the replayed checkpoints and compare them
+    (:mod:`.resample`; what cannot be re-derived is said in the report's notes)."""
     if not isinstance(record, ExperimentRecord):
         record = load_experiment(record)
     notes = [NO_RECIPE] if resample and not record.samples else []
