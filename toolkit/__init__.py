@@ -22,13 +22,21 @@ from .client import (
 )
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots", "tracing", "research")
-_LAZY_NAMES = {"GatherError": "rollouts", "GatherWarning": "rollouts"}
+_LAZY = ("widgets", "frames", "plots", "tracing", "research", "experiments")
+_LAZY_NAMES = {
+    "GatherError": "rollouts",
+    "GatherWarning": "rollouts",
+    "experiment": "experiments",
+    "load_experiment": "experiments",
+    "replay": "experiments",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing`` and ``tk.research`` load on first use,
-    as do ``tk.GatherError`` and ``tk.GatherWarning`` (from :mod:`toolkit.rollouts`)."""
+    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing``, ``tk.research`` and
+    ``tk.experiments`` load on first use, as do ``tk.GatherError`` and ``tk.GatherWarning`` (from
+    :mod:`toolkit.rollouts`) and ``tk.experiment``, ``tk.load_experiment``, ``tk.replay`` (from
+    :mod:`toolkit.experiments`)."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_NAMES:
@@ -48,8 +56,12 @@ __all__ = [
     "__version__",
     "connect",
     "connect_async",
+    "experiment",
+    "experiments",
     "frames",
+    "load_experiment",
     "plots",
+    "replay",
     "research",
     "tracing",
     "widgets",

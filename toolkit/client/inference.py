@@ -34,7 +34,14 @@ def op_chat(
             json=body,
             stream="sse",
         )
-    return Op("POST", "/chat/completions", ChatCompletion.model_validate, service="inference", json=body)
+    return Op(
+        "POST",
+        "/chat/completions",
+        ChatCompletion.model_validate,
+        service="inference",
+        json=body,
+        link="chat",
+    )
 
 
 def op_served_models() -> Op[ModelCardList]:

@@ -42,6 +42,7 @@ from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.logs import TrajectoryLogs
 from ..store.models import CheckpointRow, Models
+from ..store.records import CheckpointRecords
 from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
@@ -50,6 +51,7 @@ from .job_metrics import numbers, over_steps, train_metrics
 from .job_warnings import nothing_trained, rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
+from .records import record_fields
 from .rollout_metrics import rollout_metrics
 from .sequences import Sample, UntrainableError
 from .trainer import (
@@ -129,6 +131,7 @@ class TrainingRunner:
         self.files = CheckpointFolders(checkpoints_dir)
         self.trainer = Trainer(placement)
         self.on_checkpoint = on_checkpoint
+        self.records = CheckpointRecords(db, models)
         self._cancel: set[str] = set()
         self._stopping = threading.Event()
         self._recover()
@@ -171,6 +174,7 @@ class TrainingRunner:
             "experimental_config": experimental.model_dump(mode="json", exclude_unset=True)
             if (experimental := req.experimental_config)
             else None,
+            "request": req.model_dump(mode="json", exclude_unset=True),  # as sent, for its record
         }
         return self._enqueue(self.jobs.create(user, req.model_id, "sft", json.dumps(request)))
 
@@ -397,11 +401,16 @@ class TrainingRunner:
             folder = None
             staging.discard()
         try:
+            job, base_model = self.jobs.row(job_id), self.models.base_model_of(base.model_id) or ""
+            assert job is not None  # a running job's row stays until the model is deleted
+            spec, placement = self.base_models[base_model], self.trainer.placement
+            record = record_fields(job, base.step, spec, folder, placement, numbers(metrics))
             with self.db.write() as conn:
                 path = str(folder) if folder else None
                 checkpoint_id = self.models.add_checkpoint(
                     base.model_id, step, path, numbers(metrics), trained=trained
                 )
+                self.records.add(conn, checkpoint_id, record)
                 if trained_on is not None:
                     self.logs.record_training(
                         conn, base.model_id, job_id, base.step, step, trained_on.groups, trained_on.advantages
