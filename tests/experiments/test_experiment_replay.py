@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import BASE, new_model, rewarded_group, served
+from training_helpers import BASE, long_sft_job, new_model, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
@@ -200,3 +200,16 @@ def test_a_first_job_past_step_0_is_named_in_the_notes(server: LocalServer, expo
         in " ".join(report.notes)
     )
     assert report.first_divergence is not None and report.first_divergence.step == 2
+
+
+def test_exporting_while_a_job_runs_is_refused(server: LocalServer, tmp_path: Path) -> None:
+    with server.client() as client:
+        model = new_model(client, "running")
+        with tk.experiment("running", seed=1) as exp:
+            job = long_sft_job(client, model.id, seed=1)
+        try:
+            with pytest.raises(RuntimeError, match=f"job {job.id} is still (queued|running): wait for it"):
+                exp.export(tmp_path / "run.json")
+        finally:
+            client.training_jobs.cancel(job.id)
+    assert not (tmp_path / "run.json").exists()

@@ -74,3 +74,10 @@ def test_a_file_of_a_newer_format_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"format_version": 99, "name": "e"}))
     with pytest.raises(ValueError, match="format_version 99 is not one this toolkit reads"):
         tk.load_experiment(path)
+
+
+def test_start_and_stop_open_it_without_a_with_block() -> None:
+    exp = tk.experiment("cells", seed=7).start()
+    assert seeding.default_seed() == 7
+    exp.stop()
+    assert seeding.default_seed() is None

@@ -31,7 +31,8 @@ def test_migration_7_records_earlier_job_checkpoints_with_what_is_known(tmp_path
             )
         conn.execute(  # a succeeded job (its request was cleared when it ended) wrote step 1
             "INSERT INTO training_jobs (id, user_id, model_id, kind, status, request, created_at,"
-            " base_step, result_step, checkpoint_id) VALUES ('j1', ?, ?, 'sft', 'succeeded', NULL, ?, 0, 1, 'c1')",
+            " base_step, result_step, checkpoint_id)"
+            " VALUES ('j1', ?, ?, 'sft', 'succeeded', NULL, ?, 0, 1, 'c1')",
             (user.id, model.id, WHEN),
         )
     db.close()

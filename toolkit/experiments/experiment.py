@@ -95,6 +95,13 @@ class Experiment:
             self._stack.close()
             self._stack = None
 
+    def start(self) -> Experiment:
+        """Open it without a ``with`` block (a notebook's later cells stay in it until :meth:`stop`)."""
+        return self.__enter__()
+
+    def stop(self) -> None:
+        self.__exit__(None, None, None)
+
     # ------------------------------------------------------------------ links (toolkit.client._links)
 
     def linked(self, link: _links.Link, request: Any, result: Any, config: Config) -> None:
