@@ -1,24 +1,35 @@
 """What is bit for bit: the same seeded rollouts and jobs in fresh servers, at several torch thread counts.
 
-    .venv/bin/python bench/reproducibility.py [--threads 1 2] [--sft-batches 8] [--smoke]
+    .venv/bin/python bench/reproducibility.py [--threads 1 2 4] [--isa avx2] [--sft-batches 8]
+        [--batch-size 64] [--smoke]
 
 For each thread count T, starts ``toolkit serve`` in a fresh temporary folder with
-``TOOLKIT_TORCH_THREADS=T`` (one server at a time) and there:
-- gathers 8 words x 4 samples of word reversal from the built-in model at T=1 with ``seed=1``;
+``TOOLKIT_TORCH_THREADS=T`` (one server at a time), and for each ``--isa`` one more on the first
+thread count with the CPU's vector instructions capped there (``ATEN_CPU_CAPABILITY``,
+``MKL_ENABLE_INSTRUCTIONS``, ``ONEDNN_MAX_CPU_ISA``: what an older CPU would run), and there:
+- gathers 8 words x 4 samples of word reversal from the built-in model at T=1 with ``seed=1``,
+  one request at a time, then 32 at once;
 - trains two models by the same jobs, each with ``experimental_config.seed`` 7: an SFT job of
-  ``--sft-batches`` batches of 16 reversal examples on the built-in model (every weight), the same on
-  a LoRA adapter (rank 8), and one RL step (PPO, 2 passes of 4 minibatches) on a fresh model, over
-  the groups the first server gathered (so every server trains on the same groups).
+  ``--sft-batches`` batches of ``--batch-size`` reversal examples on the built-in model (every
+  weight), the same on a LoRA adapter (rank 8), and one RL step (PPO, 2 passes over 160-token
+  minibatches) on a fresh model, over the groups the first server gathered (so every server trains
+  on the same groups).
 It prints the sha256 (first 12 hex) of each checkpoint's weight files, whether the two models of one
 server agree, whether every server agrees with the first, the largest absolute difference of any
-weight from the first server's, and the seconds each job took. ``--smoke``: threads 1 and 2, one SFT
-batch (tests/bench/test_bench_reproducibility.py).
+weight from the first server's, and the seconds each job took. The gather runs one request at a
+time (its tokens compared with the first server's) and 32 at once (its tokens compared with the
+one-at-a-time gather of the same server, and the largest difference of their logprobs).
+``--smoke``: threads 1 and 2, one SFT batch, no ``--isa`` (tests/bench/test_bench_reproducibility.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -28,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from learning_runs import start_server
 from safetensors.torch import load_file
 
 import toolkit as tk
@@ -42,15 +52,71 @@ RL_CONFIG = {"ppo": True, "learning_rate": 1e-4, "packed_sequence_length": 160, 
 JOBS = ("SFT, every weight", "SFT, LoRA r=8", "RL, every weight")
 
 
+@dataclass(frozen=True)
+class Sft:
+    batches: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    env: dict[str, str]
+
+
 @dataclass
 class Run:
     """What one server (one thread count) gave: per job, the weight files of each of its two models."""
 
-    threads: int
+    name: str
     tokens: list[list[int]] = field(default_factory=list)  # token ids of the seeded gather
+    batched_tokens: list[list[int]] = field(default_factory=list)  # the same, 32 requests at once
+    logprob_difference: float = 0.0  # the largest of their logprobs' differences
     weights: dict[str, list[dict[str, torch.Tensor]]] = field(default_factory=dict)
     digests: dict[str, list[str]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def start_server(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``toolkit serve`` on a free port in ``folder`` with ``env`` added: (process, URL, key). It may
+    take minutes to start on a loaded machine; a server that exits says why."""
+    folder.mkdir(parents=True)
+    log = folder / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            url = json.loads((folder / "server.json").read_text())["url"]
+            return proc, url, (folder / "local.key").read_text().strip()
+        except (FileNotFoundError, ValueError, KeyError):
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the server did not start:\n{log.read_text()[-2000:]}")
+
+
+def sampled(client: tk.Client, concurrency: int) -> list[TrajectoryGroup]:
+    """8 words x 4 samples at T=1, seeded, ``concurrency`` requests at a time."""
+    words = reverse.sample_words(8, seed=2)
+    rollout = reverse.rollout(client, BASE)
+    return gather(words, rollout, group_size=4, max_concurrency=concurrency, progress=False, seed=1)
+
+
+def tokens_and_logprobs(groups: list[TrajectoryGroup]) -> tuple[list[list[int]], list[list[float]]]:
+    choices = [t.choices()[0] for g in groups for t in g.trajectories]
+    tokens = [list(c.token_ids or []) for c in choices]
+    return tokens, [[t.logprob for t in c.logprobs.content] if c.logprobs else [] for c in choices]
+
+
+def largest_difference(a: list[list[float]], b: list[list[float]]) -> float:
+    """The largest difference of two samples' logprobs, token by token (as far as both go)."""
+    pairs = (pair for x, y in zip(a, b, strict=True) for pair in zip(x, y, strict=False))
+    return max((abs(p - q) for p, q in pairs), default=0.0)
 
 
 def scored(groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
@@ -76,18 +142,18 @@ def checkpoint(
 
 
 def train(
-    client: tk.Client, folder: Path, job: str, groups: list[TrajectoryGroup], batches: int
+    client: tk.Client, folder: Path, job: str, groups: list[TrajectoryGroup], sft: Sft
 ) -> tuple[str, dict[str, torch.Tensor]]:
     settings: dict[str, Any] = {"lora_config": {"rank": 8, "alpha": 16}} if "LoRA" in job else {}
     model = client.models.create(
         project="repro", name=f"m-{uuid.uuid4().hex[:8]}", base_model=BASE, **settings
     )
     if job.startswith("SFT"):
-        words = reverse.sample_words(16 * batches, seed=3)
+        words = reverse.sample_words(sft.batch_size * sft.batches, seed=3)
         handle = client.sft_training_jobs.create_from_data(
             model_id=model.id,
             data=[reverse.conversation(w) for w in words],
-            config={"batch_size": 16, "learning_rate": 1e-3},
+            config={"batch_size": sft.batch_size, "learning_rate": 1e-3},
             experimental_config={"seed": SEED},
         )
     else:
@@ -99,26 +165,22 @@ def train(
 
 
 def run_server(
-    threads: int, groups: list[TrajectoryGroup] | None, batches: int
+    server: Server, groups: list[TrajectoryGroup] | None, sft: Sft
 ) -> tuple[Run, list[TrajectoryGroup]]:
-    run = Run(threads)
+    run = Run(server.name)
     with tempfile.TemporaryDirectory(prefix="repro-") as tmp:
-        proc, url, key = start_server(Path(tmp) / "data", {"TOOLKIT_TORCH_THREADS": str(threads)})
+        proc, url, key = start_server(Path(tmp) / "data", server.env)
         try:
             with tk.Client(url, key) as client:
-                gathered = gather(
-                    reverse.sample_words(8, seed=2),
-                    reverse.rollout(client, BASE),
-                    group_size=4,
-                    progress=False,
-                    seed=1,
-                )
-                run.tokens = [list(t.choices()[0].token_ids or []) for g in gathered for t in g.trajectories]
+                gathered = sampled(client, 1)
+                run.tokens, logprobs = tokens_and_logprobs(gathered)
+                run.batched_tokens, batched_logprobs = tokens_and_logprobs(sampled(client, 32))
+                run.logprob_difference = largest_difference(logprobs, batched_logprobs)
                 groups = groups or scored(gathered)
                 for job in JOBS:
                     for _ in range(2):
                         started = time.perf_counter()
-                        digest, tensors = train(client, Path(tmp), job, groups, batches)
+                        digest, tensors = train(client, Path(tmp), job, groups, sft)
                         run.seconds[job] = time.perf_counter() - started
                         run.digests.setdefault(job, []).append(digest)
                         run.weights.setdefault(job, []).append(tensors)
@@ -136,18 +198,23 @@ def report(runs: list[Run]) -> str:
     first = runs[0]
     yes: Callable[[bool], str] = lambda ok: "yes" if ok else "**no**"  # noqa: E731
     lines = [
-        "| threads | job | digest | two models equal | equal to threads="
-        f"{first.threads} | max abs weight difference | s per job |",
+        f"| server | job | digest | two models equal | equal to {first.name} | max abs weight difference"
+        " | s per job |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         same = yes(run.tokens == first.tokens)
-        lines.append(f"| {run.threads} | seeded gather, 32 samples | - | - | {same} | - | - |")
+        lines.append(f"| {run.name} | seeded gather, 1 at a time | - | - | {same} | - | - |")
+        same = yes(run.batched_tokens == run.tokens)
+        difference = f"{run.logprob_difference:.3g} (logprobs)"
+        lines.append(
+            f"| {run.name} | seeded gather, 32 at once | - | - | {same} (tokens) | {difference} | - |"
+        )
         for job in JOBS:
             digests = run.digests[job]
             difference = max_difference(run.weights[job][0], first.weights[job][0])
             lines.append(
-                f"| {run.threads} | {job} | `{digests[0][:12]}` | {yes(digests[0] == digests[1])} |"
+                f"| {run.name} | {job} | `{digests[0][:12]}` | {yes(digests[0] == digests[1])} |"
                 f" {yes(digests[0] == first.digests[job][0])} | {difference:.3g} | {run.seconds[job]:.1f} |"
             )
     lines.append("")
@@ -160,14 +227,24 @@ def report(runs: list[Run]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--isa", action="append", default=[], help="e.g. avx2 (ATEN_CPU_CAPABILITY values)")
     parser.add_argument("--sft-batches", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    batches = 1 if args.smoke else args.sft_batches
+    sft = Sft(1 if args.smoke else args.sft_batches, args.batch_size)
     threads = [1, 2] if args.smoke else args.threads
+    servers = [Server(f"threads={t}", {"TOOLKIT_TORCH_THREADS": str(t)}) for t in threads]
+    for isa in [] if args.smoke else args.isa:
+        capped = {
+            "ATEN_CPU_CAPABILITY": isa,
+            "MKL_ENABLE_INSTRUCTIONS": isa.upper(),
+            "ONEDNN_MAX_CPU_ISA": isa.upper(),
+        }
+        servers.append(Server(f"threads={threads[0]}, {isa}", {**servers[0].env, **capped}))
     runs, groups = [], None
-    for count in threads:
-        run, groups = run_server(count, groups, batches)
+    for server in servers:
+        run, groups = run_server(server, groups, sft)
         runs.append(run)
     print(report(runs))
 
