@@ -20,6 +20,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ._axes import band_edges, step_axis, value_axis  # tk.plots.step_axis and the rest too
+from ._stats import mean_interval
 from .health import HealthWarning, fetch_health, health_warnings  # tk.plots.health_warnings too
 
 if TYPE_CHECKING:
@@ -395,3 +396,90 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
     step_axis(fig, np.concatenate(steps) if steps else np.array([]))
     value_axis(fig, np.concatenate(values) if values else np.array([]), metric)
     return _layout(fig, title, xaxis_title=" / ".join(sorted(xs)) or "step", yaxis_title=metric)
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def seed_steps(frame: pd.DataFrame, metric: str, level: float = 0.95) -> pd.DataFrame:
+    """Per step of a long sweep frame (``seed, step, metric, value``; :class:`toolkit.research.SweepResult`):
+    ``n`` seeds, their ``mean``, the ``level`` t-interval ``low``/``high`` of that mean (clipped to the
+    values seen at the step, ``<metric>_min``/``_max`` when the sweep has them), ``min``/``max`` seed."""
+    part = frame[frame["metric"] == metric]
+    rows = []
+    for step, values in part.groupby("step", sort=True)["value"]:
+        mean, half, n = mean_interval(values.to_numpy(dtype=float), level)
+        rows.append(
+            {"step": step, "n": n, "mean": mean, "half": half, "min": values.min(), "max": values.max()}
+        )
+    out = pd.DataFrame(rows, columns=["step", "n", "mean", "half", "min", "max"])
+    bounds = []
+    for suffix, pick in (("_min", "min"), ("_max", "max")):
+        seen = frame[frame["metric"] == metric + suffix].groupby("step")["value"].agg(pick)
+        bounds.append(out["step"].map(seen).to_numpy(dtype=float) if len(seen) else None)
+    out["low"], out["high"] = band_edges(_floats(out["mean"]), _floats(out["half"]), *bounds)
+    return out.drop(columns="half")
+
+
+def mean_band(
+    frame: pd.DataFrame, metric: str, *, by: str | None = None, level: float = 0.95, seeds: bool = True
+) -> go.Figure:
+    """``metric`` of a seed sweep over steps: per group of ``by`` (e.g. ``config``; one line without),
+    the mean over seeds with its ``level`` **Student t-interval** as a band (mean ± t·s/√n, no band
+    for one seed), clipped to the values seen at each step (``<metric>_min``/``_max`` rows, as every
+    band of :mod:`toolkit.plots`), and each seed as a thin faint line (``seeds=False``: none)."""
+    fig = go.Figure()
+    colorway = pio.templates["plotly"].layout.colorway
+    groups = frame.groupby(by, sort=False) if by is not None else [(None, frame)]
+    steps: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    counts: set[int] = set()
+    for n, (key, part) in enumerate(groups):
+        name = str(key[0] if isinstance(key, tuple) else key) if key is not None else metric
+        color = colorway[n % len(colorway)]
+        stats = seed_steps(part, metric, level)
+        if stats.empty:
+            continue
+        x = _floats(stats["step"])
+        edges = (_floats(stats["low"]), _floats(stats["high"]))
+        if np.isfinite(edges[0]).any():
+            _band(fig, x, edges, color)
+        if seeds:
+            rows = part[part["metric"] == metric].sort_values("step")
+            for seed, runs in rows.groupby("seed", sort=True):
+                fig.add_trace(
+                    go.Scatter(
+                        x=_floats(runs["step"]),
+                        y=_floats(runs["value"]),
+                        mode="lines",
+                        line={"color": color, "width": 1},
+                        opacity=0.35,
+                        name=f"{name} seed {seed}",
+                        legendgroup=name,
+                        showlegend=False,
+                        hovertemplate=f"seed {seed}<br>step %{{x}}<br>{metric} %{{y:.4g}}"
+                        f"<extra>{name}</extra>",
+                    )
+                )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=_floats(stats["mean"]),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                line={"color": color, "width": 3},
+                customdata=stats[["low", "high", "n"]].to_numpy(dtype=float),
+                hovertemplate=f"step %{{x}}<br>mean %{{y:.4g}}<br>{level:.0%} CI "
+                "[%{customdata[0]:.4g}, %{customdata[1]:.4g}]<br>%{customdata[2]} seeds"
+                f"<extra>{name}</extra>",
+            )
+        )
+        counts.update(int(c) for c in stats["n"])
+        steps.append(x)
+        values += [_floats(stats["mean"]), *edges]
+    step_axis(fig, np.concatenate(steps) if steps else np.array([]))
+    value_axis(fig, np.concatenate(values) if values else np.array([]), metric)
+    seeds_text = "/".join(str(c) for c in sorted(counts)) or "no"
+    title = f"{metric}: mean over {seeds_text} seeds, {level:.0%} t-interval"
+    return _layout(fig, title, xaxis_title="step", yaxis_title=metric)
