@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import sys
 import types
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -15,16 +14,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from tracking_helpers import new_model, rl_steps
 
 import toolkit as tk
 from conftest import LocalServer
 from toolkit._stats import mean_interval, t_quantile
 from toolkit.research.sweep import long_frame, mean_ci_table
-from toolkit.rollouts import trajectory
-from toolkit.tasks import reverse
-from toolkit.types.training import TrajectoryGroup
 
-RANDOM_BASE = "toolkit/tiny-random-1m"  # spread-out samples: every group has advantages
 T95 = {1: 12.7062, 2: 4.302653, 3: 3.1824, 4: 2.7764, 9: 2.2622, 30: 2.0423}  # Student t tables
 
 
@@ -184,34 +180,11 @@ def test_run_compare_of_configs_over_seeds() -> None:
 
 
 def rl_recipe(client: tk.Client, learning_rate: float) -> Callable[[int], str]:
-    """A tiny RL recipe: a new model, 2 RL steps of 2 words x 4 seeded samples each (rewarded by length,
-    so groups differ and each step trains); its model id."""
+    """A tiny RL recipe: a new model, 2 RL steps of 2 words x 4 seeded samples; its model id."""
 
     def recipe(seed: int) -> str:
-        model = client.models.create(
-            project="tests-sweep", name=f"s{seed}-{uuid.uuid4().hex[:8]}", base_model=RANDOM_BASE
-        )
-        for step in range(2):
-            served = tk.research.checkpoint_name(model, step)
-            groups = []
-            for i, word in enumerate(reverse.sample_words(2, seed=seed * 100 + step)):
-                samples = []
-                for k in range(4):
-                    messages = reverse.prompt(word)
-                    out = client.chat.completions.create(
-                        model=served, messages=messages, max_tokens=reverse.MAX_TOKENS, temperature=1.0,
-                        logprobs=True, return_token_ids=True, seed=seed * 1000 + step * 100 + i * 10 + k,
-                    )  # fmt: skip
-                    choice = out.choices[0]
-                    score = (
-                        len(choice.message.content or "") / reverse.MAX_TOKENS
-                    )  # spread: RL has advantages
-                    samples.append(trajectory(messages, out, reward=score))
-                groups.append(TrajectoryGroup(trajectories=samples))
-            config = {"learning_rate": learning_rate}
-            client.training_jobs.create(
-                model_id=model.id, trajectory_groups=groups, experimental_config=config
-            ).wait(progress=False, poll_interval=0.1)
+        model = new_model(client, f"sweep-s{seed}")
+        rl_steps(client, model, 2, seed, learning_rate)
         return model.id
 
     return recipe

@@ -17,7 +17,7 @@ from traitlets import Int, List, Unicode
 
 from .. import _theme, health, plots
 from ..client import Client
-from ..frames import checkpoints_frame, events_frame
+from ..frames import checkpoints_frame, events_frame, flatten
 from ..research.sweep import SweepResult, combine, mean_ci_table
 from ..types.training import Model
 from ._base import ToolkitWidget
@@ -28,17 +28,6 @@ from .checkpoints import MetricPicker, checkpoint_name
 MIN_RUNS, MAX_RUNS = 2, 4
 MISSING = "—"
 HIDDEN = {"step", "rl_step", "model_id"}  # columns that are not metrics
-
-
-def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as one level of dotted keys (``lora_config.r``)."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            out |= flatten(value, f"{prefix}{key}.")
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def config_diff(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
