@@ -22,11 +22,12 @@ from .client import (
 )
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots", "tracing", "research")
+_LAZY = ("widgets", "frames", "plots", "tracing", "research", "tracking")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing`` and ``tk.research`` load on first use."""
+    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing``, ``tk.research`` and ``tk.tracking``
+    load on first use."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
@@ -46,5 +47,6 @@ __all__ = [
     "plots",
     "research",
     "tracing",
+    "tracking",
     "widgets",
 ]

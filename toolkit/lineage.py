@@ -54,17 +54,16 @@ def _get(record: Any, name: str) -> Any:
     return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
 
 
-def _records(client: Client, model_id: str) -> dict[int, Any] | None:
-    """The model's checkpoint records by step, or None where the client or deployment has none."""
+def checkpoint_records(client: Client, model_id: str) -> list[Any] | None:
+    """The model's checkpoint records (``client.models.records``), or None where the client or the
+    deployment has none."""
     read = getattr(client.models, "records", None)
     if read is None:
         return None
     try:
-        found = read(model_id)
+        return list(read(model_id))
     except (APIStatusError, UnsupportedOperation):
         return None
-    items = _get(found, "data") if not isinstance(found, list) else found
-    return {int(_get(r, "step")): r for r in (items or [])}
 
 
 def _job_config(client: Client, job_id: str) -> dict[str, Any]:
@@ -76,14 +75,14 @@ def _job_config(client: Client, job_id: str) -> dict[str, Any]:
 
 
 def _rows(client: Client, model: Model, checkpoints: list[Checkpoint], jobs: list[TrainingJob]) -> list[dict]:
-    records = _records(client, model.id)
+    records = {int(_get(r, "step")): r for r in checkpoint_records(client, model.id) or []}
     by_result = {j.result_step: j for j in jobs if j.result_step is not None}
     steps = sorted(c.step for c in checkpoints)
     rows = []
     for n, checkpoint in enumerate(sorted(checkpoints, key=lambda c: c.step)):
         step, record, job = (
             checkpoint.step,
-            (records or {}).get(checkpoint.step),
+            records.get(checkpoint.step),
             by_result.get(checkpoint.step),
         )
         row: dict[str, Any] = {
