@@ -160,7 +160,10 @@ def lineage_frame(client: Client, model_ids: Iterable[str]) -> pd.DataFrame:
     for model_id in dict.fromkeys(model_ids):
         model = client.models.retrieve(model_id)
         checkpoints = list(client.models.checkpoints.list(model_id, limit=100))
-        jobs = list(client.training_jobs.list(model_id=model_id))
+        try:
+            jobs = list(client.training_jobs.list(model_id=model_id))
+        except UnsupportedOperation:  # a deployment that lists no jobs: parents from the steps
+            jobs = []
         base = base_node(model.base_model)
         if base not in {r["node"] for r in rows}:
             rows.append(

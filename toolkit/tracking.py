@@ -12,6 +12,7 @@ model id read through a client. It logs
 - the **record**: the whole JSON (the exported experiment, or the model's checkpoint records) as
   ``record.json``, a W&B artifact of type ``experiment-record`` or an MLflow run artifact.
 
+``tk.tracking.track(["wandb", "mlflow"], source)`` starts a run of each, logs and finishes it.
 ``wandb`` and ``mlflow`` (``pip install 'rl-notebook-toolkit[tracking]'``) are imported only here,
 when a run is logged: ``import toolkit`` imports neither.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,6 +162,42 @@ def log_mlflow(
         mlflow.log_batch(run_id, metrics=metrics[start : start + MLFLOW_BATCH[1]])
     mlflow.log_dict(run_id, found.record, RECORD_FILE)
     return found
+
+
+def track(
+    to: Sequence[str],
+    source: Any,
+    client: Client | None = None,
+    *,
+    tracking_uri: str | None = None,
+    **init: Any,
+) -> dict[str, str]:
+    """Log ``source`` to a new run of each tracker in ``to`` (``"wandb"``, ``"mlflow"``), named after
+    it, and finish the run: what ``tk.experiment(..., track=[...])`` does on exit. ``init`` goes to
+    ``wandb.init`` (e.g. ``mode="offline"``, ``project=``); ``tracking_uri`` to MLflow. Returns each
+    tracker's run id."""
+    found = tracked(source, client)
+    ids: dict[str, str] = {}
+    for kind in to:
+        if kind == "wandb":
+            run = _require("wandb").init(name=found.name, **{"project": "toolkit", **init})
+            log_wandb(run, found)
+            ids[kind] = run.id
+            run.finish()
+        elif kind == "mlflow":
+            _require("mlflow")
+            from mlflow.tracking import MlflowClient
+
+            store = MlflowClient(tracking_uri)
+            experiment = store.get_experiment_by_name(found.name)
+            exp_id = experiment.experiment_id if experiment else store.create_experiment(found.name)
+            run = store.create_run(exp_id, run_name=found.name)
+            log_mlflow(run.info.run_id, found, tracking_uri=tracking_uri)
+            store.set_terminated(run.info.run_id)
+            ids[kind] = run.info.run_id
+        else:
+            raise ValueError(f"track to 'wandb' or 'mlflow', not {kind!r}")
+    return ids
 
 
 def log_to(run: Any, source: Any, client: Client | None = None, **options: Any) -> Tracked:

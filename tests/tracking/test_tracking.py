@@ -199,3 +199,26 @@ def test_an_exported_experiment_is_tracked_from_its_json_or_its_file(tmp_path: P
         tracked("a-model-id")
     with pytest.raises(TypeError, match="cannot track"):
         tracked(3)
+
+
+def test_track_starts_logs_and_finishes_a_run_of_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    doc = exported_experiment()
+    ids = tk.tracking.track(["wandb", "mlflow"], doc, tracking_uri=uri, mode="offline", dir=str(tmp_path))
+    (sync_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
+    config, history, _ = read_offline_run(sync_file)
+    assert config["seed"] == 7 and history[2] == {"first/train/reward": 0.5}
+    run = MlflowClient(uri).get_run(ids["mlflow"])
+    assert run.info.status == "FINISHED" and run.info.run_name == "repro"
+    assert run.data.params["jobs.0.rl.experimental_config.learning_rate"] == "0.0001"
+    assert run.data.metrics["second/train/reward"] == 0.25
+    with pytest.raises(ValueError, match="'wandb' or 'mlflow'"):
+        tk.tracking.track(["tensorboard"], doc)
