@@ -85,6 +85,7 @@ def test_sweep_runs_each_seed_and_summarises_the_final_step() -> None:
     )
     assert list(result.table()["metric"]) == result.metrics
     assert "95% t-interval" in result._repr_html_()
+    assert repr(result) == "SweepResult(seeds [3, 5, 8], 3 metrics, 27 rows)"
     with pytest.raises(TypeError, match="DataFrame or a model id"):
         tk.research.sweep(lambda seed: 42, seeds=[1])  # type: ignore[arg-type,return-value]
     with pytest.raises(ValueError):

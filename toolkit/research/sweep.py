@@ -50,7 +50,7 @@ def model_frame(client: Client, model_id: str) -> pd.DataFrame:
     return model_health(checkpoints_frame(client.models.checkpoints.list(model_id, limit=100)))
 
 
-@dataclass
+@dataclass(repr=False)
 class SweepResult:
     """A sweep's ``frame`` (long: ``seed, step, metric, value``, one row per seed, step and metric)
     and, for recipes that return a model id, the ``model_ids`` by seed."""
@@ -99,6 +99,9 @@ class SweepResult:
     def figure(self, metric: str, level: float = 0.95) -> go.Figure:
         """:func:`toolkit.plots.mean_band` of ``metric``: the mean over seeds with its t-interval."""
         return plots.mean_band(self.frame, metric, level=level)
+
+    def __repr__(self) -> str:
+        return f"SweepResult(seeds {self.seeds}, {len(self.metrics)} metrics, {len(self.frame)} rows)"
 
     def _repr_html_(self) -> str:
         title = f"<b>Sweep over seeds {self.seeds}</b> (95% t-interval of the mean, final step)"
