@@ -13,8 +13,9 @@ at Qwen3's 151,936 so that the output head, the logits of each step and the memo
 real model. Requests ignore EOS and count ``usage.completion_tokens``. Served in bf16 (the server's
 placement on a GPU), with 16 LoRA adapters (peft, rank 8, the 7 projections) by name.
 
-Two servers on the same folder: one as shipped, one with device sampling
-(``TOOLKIT_DEVICE_SAMPLING=1``). Measures, interleaved over ``--rounds`` (each keeps its best):
+Two servers on the same folder: one as shipped, one with device sampling and the random numbers
+drawn on the device (``TOOLKIT_DEVICE_SAMPLING=device``). Measures, interleaved over ``--rounds``
+(each keeps its best):
 - decode tokens/s at 1, 16 and 64 concurrent chat requests over HTTP (``--tokens`` each, greedy, and
   at T=1 with a seed), against ``generate`` at batch 1, 16 and 64 (greedy) in this process;
 - what sampling costs a decode step (bench/gpu_sampling.py: in-process, the engine's runner and
@@ -338,7 +339,7 @@ def main() -> None:
         args.weights = 0
         with (
             served(root / "plain", [*common, *named], {"TOOLKIT_DEVICE_SAMPLING": "0"}) as plain,
-            served(root / "sampling", common, {"TOOLKIT_DEVICE_SAMPLING": "1"}) as on_device,
+            served(root / "sampling", common, {"TOOLKIT_DEVICE_SAMPLING": "device"}) as on_device,
         ):
 
             def warm_up() -> None:  # the weights load, the caches grow to the largest batch

@@ -6,10 +6,12 @@ For each batch size, after a prefill of the prompt into every row: the runner's 
 forward), then on its logits ``[B, V]`` (float32) each way of sampling, greedy and at T=1 with a
 seeded generator per row (as RL rollouts are): today's (the logits copied to the CPU, the pipeline
 there), device sampling (the pipeline on the device, the race's random numbers drawn on the CPU by
-each row's generator, rows in threads, and copied there), the copy alone and the random numbers
-alone (in order, and in threads). Each figure is the median of ``steps`` runs, timed between
-``torch.cuda.synchronize`` calls on CUDA. Then the tokens of both ways from generators seeded alike
-on the same logits: device sampling must pick the same ones.
+each row's generator, rows in threads, and copied there), device sampling with the random numbers
+drawn on the device too (``TOOLKIT_DEVICE_SAMPLING=device``: a generator per seeded request there),
+the copy alone and the random numbers alone (in order, and in threads). Each figure is the median
+of ``steps`` runs, timed between ``torch.cuda.synchronize`` calls on CUDA. Then the tokens of both
+ways from generators seeded alike on the same logits: device sampling must pick the same ones; and
+with device numbers each seeded row's tokens alone and in the whole batch: they must be the same.
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ import torch
 from torch import Tensor
 
 from toolkit.server.engine.runner import Runner
-from toolkit.server.engine.sampling import SamplingParams, race_noise, sample
+from toolkit.server.engine.sampling import DeviceRandom, SamplingParams, race_noise, sample
 
 GREEDY = SamplingParams(max_tokens=1, temperature=0.0)
 T1 = SamplingParams(max_tokens=1, temperature=1.0)
 
 
-@dataclass
+def seeded_t1(seed: int) -> SamplingParams:
+    return SamplingParams(max_tokens=1, temperature=1.0, seed=seed)
+
+
+@dataclass(eq=False)  # hashable by identity: DeviceRandom keeps each row's generator
 class Row:
     """A :class:`~toolkit.server.engine.sampling.RowState` with its own seeded generator."""
 
@@ -47,6 +53,29 @@ class Row:
 
 def rows(batch: int, params: SamplingParams, prompt: list[int]) -> list[Row]:
     return [Row(params, torch.Generator().manual_seed(i), prompt) for i in range(batch)]
+
+
+def device_rows(batch: int, prompt: list[int]) -> list[Row]:
+    """Rows seeded through their parameters, as requests with ``seed`` are (what DeviceRandom reads)."""
+    return [Row(seeded_t1(i), None, prompt) for i in range(batch)]
+
+
+def device_random_repeatable(logits: Tensor, prompt: list[int], steps: int) -> tuple[int, int]:
+    """(rows, of them) whose device-drawn tokens are the same in the whole batch as when the row is
+    sampled alone, over ``steps`` steps: a seed's tokens must not depend on the rest of the batch."""
+    batch = logits.shape[0]
+    together, fallback = DeviceRandom(logits.device), torch.Generator().manual_seed(0)
+    crowd = device_rows(batch, prompt)
+    alone = [(DeviceRandom(logits.device), row) for row in device_rows(batch, prompt)]
+    same = 0
+    for _ in range(steps):
+        batched = sample(logits, crowd, fallback, device_random=together).tokens
+        singles = [
+            sample(logits[i : i + 1], [row], fallback, device_random=d).tokens[0]
+            for i, (d, row) in enumerate(alone)
+        ]
+        same += sum(a == b for a, b in zip(batched, singles, strict=True))
+    return same, batch * steps
 
 
 def synced(device: torch.device) -> Callable[[], None]:
@@ -78,6 +107,7 @@ def sampling_costs(
     logits = runner.decode(cache, tokens, positions)
     fallback = torch.Generator().manual_seed(0)
     greedy, seeded = rows(batch, GREEDY, prompt), rows(batch, T1, prompt)
+    on_device, on_device_rows = DeviceRandom(device), device_rows(batch, prompt)
     every = [True] * batch
     figures: dict[str, Any] = {
         "batch": batch,
@@ -92,7 +122,16 @@ def sampling_costs(
         "noise_threads_ms": median_ms(
             lambda: race_noise(logits.shape, seeded, every, fallback, pool), device, steps
         ),
+        "device_random_t1_ms": median_ms(
+            lambda: sample(logits, on_device_rows, fallback, device_random=on_device), device, steps
+        ),
+        "device_noise_ms": median_ms(
+            lambda: on_device.noise(logits.shape, on_device_rows, every), device, steps
+        ),
     }
+    figures["device_random_same"], figures["device_random_compared"] = device_random_repeatable(
+        logits, prompt, min(steps, 5)
+    )
     same = total = 0
     for params in (GREEDY, T1):
         on_cpu, on_device = rows(batch, params, prompt), rows(batch, params, prompt)
@@ -112,6 +151,7 @@ def sampling_table(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     for r in results:
         today = r["cpu_t1_ms"] / (r["forward_ms"] + r["cpu_t1_ms"])
         fixed = r["device_t1_ms"] / (r["forward_ms"] + r["device_t1_ms"])
+        drawn = r["device_random_t1_ms"] / (r["forward_ms"] + r["device_random_t1_ms"])
         out.append(
             (
                 str(r["batch"]),
@@ -120,8 +160,10 @@ def sampling_table(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
                 f"{r['device_greedy_ms']:.2f} / {r['device_t1_ms']:.2f}",
                 f"{r['copy_ms']:.2f}",
                 f"{r['noise_ms']:.2f} / {r['noise_threads_ms']:.2f}",
-                f"{100 * today:.0f}% / {100 * fixed:.0f}%",
+                f"{r['device_random_t1_ms']:.2f} ({r['device_noise_ms']:.2f})",
+                f"{100 * today:.0f}% / {100 * fixed:.0f}% / {100 * drawn:.0f}%",
                 f"{r['same_tokens']} of {r['tokens_compared']}",
+                f"{r['device_random_same']} of {r['device_random_compared']}",
             )
         )
     return out
@@ -134,8 +176,10 @@ SAMPLING_HEADER = (
     "device sampling ms (greedy / T=1)",
     "logits to the CPU ms",
     "random numbers ms (in order / in threads)",
-    "sampling's share of a T=1 step (today / device)",
+    "random numbers on the device: T=1 sampling ms (numbers alone)",
+    "sampling's share of a T=1 step (today / device / device numbers)",
     "same tokens",
+    "device numbers: same tokens alone as in the batch",
 )
 
 

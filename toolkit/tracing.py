@@ -34,6 +34,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic_core import to_jsonable_python
 
+from .client import _links
 from .client._observe import set_observer
 from .client._transport import SyncTransport
 from .client.client import AsyncClient, Client
@@ -285,6 +286,7 @@ def enable(client: Client | AsyncClient, project: str, **options: Any) -> Tracer
     disable()
     _tracer = Tracer(client, project, **options)
     set_observer(_tracer)
+    _links.trace_project(_tracer.project)  # an open tk.experiment links the project
     return _tracer
 
 

@@ -38,8 +38,9 @@ def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> Non
     assert [r["batch"] for r in figures["sampling"]] == [1, 2, 4]
     for r in figures["sampling"]:
         timings = {k: v for k, v in r.items() if k.endswith("_ms")}
-        assert len(timings) == 8 and all(positive(v) for v in timings.values()), r
+        assert len(timings) == 10 and all(positive(v) for v in timings.values()), r
         assert r["vocab"] == 260 and r["same_tokens"] == r["tokens_compared"] == 2 * 2 * r["batch"]
+        assert r["device_random_same"] == r["device_random_compared"] == 2 * r["batch"]
 
     adapters = figures["adapters"]
     assert adapters["requests"] == 2 and all(positive(v) for v in adapters["tokens_per_s"].values())

@@ -152,7 +152,7 @@ def test_a_rollout_past_its_timeout_fails_alone() -> None:
     with pytest.raises(RolloutTimeout, match=r"^the rollout took longer than 0.6 s$"):
         slow.rollout("abc")  # the second model call would end at 0.8 s
     assert time.monotonic() - started < 0.75
-    groups = slow.gather(["abc"], group_size=2, progress=False)
+    groups = slow.gather(["abc"], group_size=2, progress=False, raise_on_all_failed=False)
     assert groups[0].trajectories == [] and "RolloutTimeout" in groups[0].exceptions[0].type
 
 

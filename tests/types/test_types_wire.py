@@ -167,7 +167,7 @@ def test_log_request_accepts_art_model_id() -> None:
 # ----------------------------------------------------------------------------- experimental RL config
 
 KNOWN = sorted(ExperimentalTrainingConfig.model_fields)
-EXTENSIONS = {"num_iterations"}  # the local server's own keys (docs/interfaces.md)
+EXTENSIONS = {"num_iterations", "seed"}  # the local server's own keys (docs/interfaces.md)
 ART_0_5_18 = {
     "advantage_balance": 0.0,
     "epsilon": None,

@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 
 from .._version import __version__
+from . import _links
 from ._errors import APIConnectionError, APIStatusError, APITimeoutError, status_error
 from ._streaming import aiter_jsonl, aiter_sse, iter_jsonl, iter_sse
 from .deployment import Deployment, Extension
@@ -49,6 +50,7 @@ class Op(Generic[T]):
     raw: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     extension: Extension | None = None
+    link: _links.Link | None = None  # what an open experiment records of it (models, jobs, artifacts)
 
     @property
     def retryable(self) -> bool:
@@ -202,7 +204,9 @@ class SyncTransport:
             time.sleep(policy.after_response(response))
 
     def run(self, op: Op[T]) -> T:
-        return _result(op, self._send(op, stream=False))
+        result = _result(op, self._send(op, stream=False))
+        _links.saw(op.link, op.json, op.files, result, self.config)
+        return result
 
     def stream(self, op: Op[T]) -> Iterator[T]:
         response = self._send(op, stream=True)
@@ -243,7 +247,9 @@ class AsyncTransport:
             await asyncio.sleep(policy.after_response(response))
 
     async def run(self, op: Op[T]) -> T:
-        return _result(op, await self._send(op, stream=False))
+        result = _result(op, await self._send(op, stream=False))
+        _links.saw(op.link, op.json, op.files, result, self.config)
+        return result
 
     async def stream(self, op: Op[T]) -> AsyncIterator[T]:
         response = await self._send(op, stream=True)

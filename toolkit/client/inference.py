@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
+from .. import seeding
 from ..types.chat import ChatCompletion, ChatCompletionChunk, ModelCardList, UsageReport
 from ._observe import aobserve, observe
 from ._transport import AsyncTransport, Op, SyncTransport
@@ -21,6 +22,8 @@ def op_chat(
         "model": model,
         **{k: v for k, v in params.items() if v is not None},
     }
+    if body.get("seed") is None and (seed := seeding.request_seed()) is not None:
+        body["seed"] = seed  # the n-th request of a seeded rollout
     if stream:
         body["stream"] = True
         return Op(
@@ -31,7 +34,14 @@ def op_chat(
             json=body,
             stream="sse",
         )
-    return Op("POST", "/chat/completions", ChatCompletion.model_validate, service="inference", json=body)
+    return Op(
+        "POST",
+        "/chat/completions",
+        ChatCompletion.model_validate,
+        service="inference",
+        json=body,
+        link="chat",
+    )
 
 
 def op_served_models() -> Op[ModelCardList]:
@@ -85,7 +95,9 @@ class Completions:
 
         Every request field of the vLLM chat API is a keyword (``temperature``, ``logprobs``,
         ``return_token_ids``, ``structured_outputs``, ...). ``completion.trainable_choice(i)`` turns a
-        choice into the :class:`~toolkit.types.training.Choice` a trajectory carries.
+        choice into the :class:`~toolkit.types.training.Choice` a trajectory carries. Inside a seeded
+        rollout (``gather(..., seed=s)``) a request without ``seed`` gets the rollout's next one
+        (:mod:`toolkit.seeding`).
         """
         op = op_chat(messages, model, params, stream)
         return self._t.stream(op) if stream else observe(op.json, lambda: self._t.run(op))

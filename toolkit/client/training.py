@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Unpack
 
+from ..types.records import CheckpointRecord
 from ..types.training import (
     Artifact,
     Checkpoint,
@@ -41,6 +42,7 @@ from .training_ops import (
     op_checkpoint_file,
     op_checkpoint_files,
     op_checkpoint_page,
+    op_checkpoint_record,
     op_create_model,
     op_create_rl_job,
     op_create_sft_job,
@@ -53,6 +55,7 @@ from .training_ops import (
     op_list_artifacts,
     op_list_models,
     op_log,
+    op_records,
     op_trajectory_page,
     op_upload_artifact,
 )
@@ -72,6 +75,10 @@ class Checkpoints:
 
     def delete(self, model_id: str, steps: Sequence[int]) -> DeleteCheckpointsResponse:
         return self._t.run(op_delete_checkpoints(model_id, steps))
+
+    def record(self, model_id: str, step: int) -> CheckpointRecord:
+        """Extension: what produced checkpoint ``step`` (job, request, digests, versions, device)."""
+        return self._t.run(op_checkpoint_record(model_id, step))
 
     def download(self, model_id: str, step: int, path: str | Path, *, overwrite: bool = False) -> Path:
         """Extension: write checkpoint ``step`` into the folder ``path`` (a peft adapter folder, or
@@ -121,6 +128,10 @@ class Models:
 
     def delete(self, model_id: str) -> DeleteModelResponse:
         return self._t.run(op_delete_model(model_id))
+
+    def records(self, model_id: str) -> builtins.list[CheckpointRecord]:
+        """Extension: the record of every checkpoint of the model, by step."""
+        return self._t.run(op_records(model_id))
 
     def log(
         self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike], step: int | None = None
@@ -267,6 +278,9 @@ class AsyncCheckpoints:
     async def delete(self, model_id: str, steps: Sequence[int]) -> DeleteCheckpointsResponse:
         return await self._t.run(op_delete_checkpoints(model_id, steps))
 
+    async def record(self, model_id: str, step: int) -> CheckpointRecord:
+        return await self._t.run(op_checkpoint_record(model_id, step))
+
     async def download(self, model_id: str, step: int, path: str | Path, *, overwrite: bool = False) -> Path:
         listing = await self._t.run(op_checkpoint_files(model_id, step))
         with FolderDownload(Path(path), overwrite) as folder:
@@ -305,6 +319,9 @@ class AsyncModels:
 
     async def delete(self, model_id: str) -> DeleteModelResponse:
         return await self._t.run(op_delete_model(model_id))
+
+    async def records(self, model_id: str) -> builtins.list[CheckpointRecord]:
+        return await self._t.run(op_records(model_id))
 
     async def log(
         self, model_id: str, *, split: str, trajectory_groups: Iterable[GroupLike], step: int | None = None

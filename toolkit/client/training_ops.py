@@ -14,6 +14,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 
 from ..types.common import ListEnvelope
+from ..types.records import CheckpointRecord, CheckpointRecordList
 from ..types.training import (
     Artifact,
     Checkpoint,
@@ -67,6 +68,9 @@ CHECKPOINT_DOWNLOAD = Extension(
     "download the checkpoint's W&B artifact of type 'lora': wandb.Api().artifact("
     "'<entity>/<project>/<name>:step<N>', type='lora').download(root=path)",
 )
+CHECKPOINT_RECORDS = Extension(
+    "checkpoint records", "run the experiment under tk.experiment, which keeps each job's request client-side"
+)
 
 
 def wire(value: BaseModel | Mapping[str, Any]) -> Any:
@@ -112,6 +116,7 @@ def op_create_model(
         json=body,
         idempotent=return_existing,
         extension=extension,
+        link="model",
     )
 
 
@@ -214,6 +219,24 @@ def op_checkpoint_file(model_id: str, step: int, name: str) -> Op[bytes]:
     )
 
 
+def op_checkpoint_record(model_id: str, step: int) -> Op[CheckpointRecord]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/checkpoints/{step}/record",
+        CheckpointRecord.model_validate,
+        extension=CHECKPOINT_RECORDS,
+    )
+
+
+def op_records(model_id: str) -> Op[list[CheckpointRecord]]:
+    return Op(
+        "GET",
+        f"/v1/preview/models/{model_id}/records",
+        lambda body: CheckpointRecordList.model_validate(body).data,
+        extension=CHECKPOINT_RECORDS,
+    )
+
+
 def op_delete_checkpoints(model_id: str, steps: Sequence[int]) -> Op[DeleteCheckpointsResponse]:
     return Op(
         "DELETE",
@@ -233,7 +256,9 @@ def op_create_rl_job(
         "trajectory_groups": _groups(groups),
         "experimental_config": wire(experimental_config) if experimental_config is not None else None,
     }
-    return Op("POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body)
+    return Op(
+        "POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body, link="rl_job"
+    )
 
 
 def op_create_sft_job(
@@ -249,7 +274,9 @@ def op_create_sft_job(
     }
     if experimental_config is not None:  # sent only when given, so the body is ART's otherwise
         body["experimental_config"] = wire(experimental_config)
-    return Op("POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body)
+    return Op(
+        "POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body, link="sft_job"
+    )
 
 
 def op_get_job(job_id: str) -> Op[TrainingJob]:
@@ -324,6 +351,7 @@ def op_upload_artifact(
         files=parts,
         data=form,
         extension=ARTIFACT_UPLOAD,
+        link="artifact",
     )
 
 

@@ -152,9 +152,12 @@ def evaluate(
     log: bool = True,
     split: str = "val",
     progress: bool = True,
+    seed: int | None = None,
 ) -> Evaluation:
     """Run ``scenarios`` (``group_size`` rollouts each) against ``model``'s checkpoints at ``steps``
     (default: every checkpoint), all at once on up to ``max_concurrency`` threads, and score them.
+    ``seed`` seeds the rollouts as :func:`~toolkit.rollouts.gather` does (group ``g`` is scenario
+    ``g % len(scenarios)`` of the ``g // len(scenarios)``-th step), so the evaluation repeats exactly.
     ``model`` is a :class:`Model` or its id (read back with ``models.retrieve``, which only the local
     server has: on the hosted API pass the ``Model`` that ``models.create`` returned).
 
@@ -177,6 +180,7 @@ def evaluate(
         max_concurrency=max_concurrency,
         progress=progress,
         desc="evaluate",
+        seed=seed,
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
     for step, at_step in logged.items():
@@ -196,6 +200,7 @@ async def evaluate_async(
     log: bool = True,
     split: str = "val",
     progress: bool = True,
+    seed: int | None = None,
 ) -> Evaluation:
     """:func:`evaluate` on an :class:`~toolkit.AsyncClient`, with an async task
     (``reverse.async_rollout``, ``lambda c, m: AsyncAgent(c, m, ...).rollout``); rollouts run on
@@ -216,6 +221,7 @@ async def evaluate_async(
         max_concurrency=max_concurrency,
         progress=progress,
         desc="evaluate",
+        seed=seed,
     )
     by_step, logged = plan.by_step(groups), plan.logged_steps(log, client.deployment.extensions)
     for step, at_step in logged.items():

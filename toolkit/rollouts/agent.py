@@ -238,6 +238,8 @@ class Agent(_AgentBase[S]):
         max_exceptions: int | float | None = None,
         progress: bool = True,
         desc: str = "agent rollouts",
+        raise_on_all_failed: bool = True,
+        seed: int | None = None,
     ) -> list[TrajectoryGroup]:
         """One group of ``group_size`` episodes per scenario (see :func:`~toolkit.rollouts.gather`)."""
         return gather(
@@ -248,6 +250,8 @@ class Agent(_AgentBase[S]):
             max_exceptions=max_exceptions,
             progress=progress,
             desc=desc,
+            raise_on_all_failed=raise_on_all_failed,
+            seed=seed,
         )
 
     def _drive(self, episode: Episode) -> Trajectory:
@@ -325,6 +329,8 @@ class AsyncAgent(_AgentBase[S]):
         max_exceptions: int | float | None = None,
         progress: bool = True,
         desc: str = "agent rollouts",
+        raise_on_all_failed: bool = True,
+        seed: int | None = None,
     ) -> list[TrajectoryGroup]:
         """One group of ``group_size`` episodes per scenario (see :func:`~toolkit.rollouts.gather_async`)."""
         return await gather_async(
@@ -335,6 +341,8 @@ class AsyncAgent(_AgentBase[S]):
             max_exceptions=max_exceptions,
             progress=progress,
             desc=desc,
+            raise_on_all_failed=raise_on_all_failed,
+            seed=seed,
         )
 
     async def _drive(self, episode: Episode) -> Trajectory:

@@ -14,7 +14,6 @@ One key in ten is held out for evaluation; codes are drawn per scenario, so noth
 from __future__ import annotations
 
 import itertools
-import random
 import string
 import zlib
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from .. import seeding
 from ..client import Client
 from ..rollouts import Agent, Environment, tool
 from ..types.training import Choice, Trajectory
@@ -48,10 +48,11 @@ class Scenario:
     code: str
 
 
-def scenarios(n: int, seed: int, *, split: str = "train") -> list[Scenario]:
-    """``n`` scenarios of the train (or ``"eval"``) keys, each with a fresh random code."""
+def scenarios(n: int, seed: int | None = None, *, split: str = "train") -> list[Scenario]:
+    """``n`` scenarios of the train (or ``"eval"``) keys, each with a fresh random code (drawn from
+    ``seed``; without one, from the open experiment's seed, else at random)."""
     pool = TRAIN_KEYS if split == "train" else EVAL_KEYS
-    rng = random.Random(seed)
+    rng = seeding.rng(seed, "scenarios")
     return [Scenario(rng.choice(pool), f"{rng.randrange(1000):03d}") for _ in range(n)]
 
 
@@ -115,7 +116,7 @@ def demonstration(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def demonstrations(n: int, seed: int) -> list[dict[str, Any]]:
+def demonstrations(n: int, seed: int | None = None) -> list[dict[str, Any]]:
     """``n`` supervised examples of training keys, for the SFT warm start."""
     return [demonstration(s) for s in scenarios(n, seed)]
 
@@ -133,10 +134,19 @@ def agent(client: Client, model: str, *, temperature: float = 1.0, **options: An
     )
 
 
-def success(client: Client, model: str, n: int = 64, *, seed: int = 0, temperature: float = 1.0) -> float:
-    """Held-out success: the mean reward of ``n`` episodes of held-out keys."""
+def success(
+    client: Client, model: str, n: int = 64, *, seed: int | None = None, temperature: float = 1.0
+) -> float:
+    """Held-out success: the mean reward of ``n`` episodes of held-out keys. ``seed`` draws the keys
+    and seeds the episodes' sampling (without one: the open experiment's seed, else the keys of
+    seed 0, sampled unseeded)."""
+    seed = seeding.resolve(seed, "success")
     groups = agent(client, model, temperature=temperature).gather(
-        scenarios(n, seed, split="eval"), max_concurrency=32, max_exceptions=0, progress=False
+        scenarios(n, 0 if seed is None else seed, split="eval"),
+        max_concurrency=32,
+        max_exceptions=0,
+        progress=False,
+        seed=seed,
     )
     rewards = [t.reward for g in groups for t in g.trajectories]
     return sum(rewards) / len(rewards)

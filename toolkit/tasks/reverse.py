@@ -8,12 +8,12 @@ RL unlearn it). Words are 3 random lowercase letters; one in ten is held out for
 from __future__ import annotations
 
 import itertools
-import random
 import string
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .. import seeding
 from ..client import AsyncClient, Client
 from ..rollouts import trajectory
 from ..types.training import Trajectory
@@ -30,10 +30,11 @@ TRAIN_WORDS = [w for w in ALL_WORDS if not held_out(w)]
 EVAL_WORDS = [w for w in ALL_WORDS if held_out(w)]
 
 
-def sample_words(n: int, seed: int, *, split: str = "train") -> list[str]:
-    """``n`` words of the train (or ``"eval"``) split, drawn with replacement."""
+def sample_words(n: int, seed: int | None = None, *, split: str = "train") -> list[str]:
+    """``n`` words of the train (or ``"eval"``) split, drawn with replacement (from ``seed``; without
+    one, from the open experiment's seed, else at random)."""
     pool = TRAIN_WORDS if split == "train" else EVAL_WORDS
-    rng = random.Random(seed)
+    rng = seeding.rng(seed, "scenarios")
     return [rng.choice(pool) for _ in range(n)]
 
 

@@ -301,6 +301,10 @@ class LogResponse(WireModel):
 
 
 MAX_NUM_ITERATIONS = 64
+JobSeed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+"""A job's seed (an extension): when set, the server derives from it the SFT data order, the
+minibatch order of every pass and a fresh LoRA adapter's initialisation; absent, those are fixed
+(file order, passes shuffled by the base step, adapter seed 0)."""
 
 
 class ExperimentalTrainingConfig(WireModel):
@@ -310,7 +314,8 @@ class ExperimentalTrainingConfig(WireModel):
     keys with a wrong type are a 422; unknown keys (a newer ART may send keys this server does not
     know) are accepted, ignored, and named in a warning of the job's ``training_started`` event.
     ``num_iterations`` (the local server's; TRL's and Unsloth's name for PPO's epochs per batch, mu)
-    replays the step's minibatches that many times, each pass in a new order.
+    replays the step's minibatches that many times, each pass in a new order. ``seed`` (the local
+    server's) orders the minibatches of every pass and initialises a fresh LoRA adapter.
     """
 
     advantage_balance: float | None = None
@@ -338,6 +343,7 @@ class ExperimentalTrainingConfig(WireModel):
     precalculate_logprobs: bool | None = None
     scale_learning_rate_by_reward_std_dev: bool | None = None
     scale_rewards: bool | None = None
+    seed: JobSeed | None = None
     truncated_importance_sampling: Annotated[float, Field(gt=0)] | None = None
 
     @model_validator(mode="after")
@@ -367,9 +373,11 @@ class SFTTrainingConfig(WireModel):
 
 class ExperimentalSFTConfig(WireModel):
     """The experimental SFT config (an open object in the hosted schema; ART sends none). Unknown
-    keys are accepted, ignored and named in a warning, as for RL."""
+    keys are accepted, ignored and named in a warning, as for RL. ``seed`` (an extension) shuffles
+    the examples before they are cut into batches."""
 
     logprob_calculation_chunk_size: Annotated[int, Field(ge=1)] | None = None
+    seed: JobSeed | None = None
 
 
 class CreateSFTTrainingJob(WireModel):

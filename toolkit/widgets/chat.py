@@ -20,7 +20,7 @@ import ipywidgets as w
 import pandas as pd
 from traitlets import Bool, Dict
 
-from .. import _theme, frames
+from .. import _theme, frames, seeding
 from .._text import visible
 from ..client import Client
 from ..plots import probability_color
@@ -117,6 +117,11 @@ class ChatCompare(ToolkitWidget):
     with ``tool_choice``; the calls each model makes show collapsed beside the others'. Functions are
     run and their results sent back for up to ``max_turns`` turns; a wire dict is only shown (the
     sample stops at its call).
+
+    ``seed`` makes a run repeatable: sample ``i`` of every model is a rollout seeded
+    ``derive_seed(seed, i)`` (:mod:`toolkit.seeding`), so each model answers under the same random
+    draws (default: the open experiment's seed, if any, else unseeded); ``run_settings["seed"]`` is
+    the seed of the last run.
     """
 
     running = Bool(False)
@@ -136,8 +141,10 @@ class ChatCompare(ToolkitWidget):
         tools: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
         tool_choice: str | Mapping[str, Any] = "auto",
         max_turns: int = 4,
+        seed: int | None = None,
     ) -> None:
         self.client = client
+        self.seed = seed
         self.messages = [dict(m) for m in messages] if messages else None
         self.tool_specs = [Tool.model_validate(t) if isinstance(t, Mapping) else tool(t).spec for t in tools]
         self.runnable: dict[str, FunctionTool] = {
@@ -259,7 +266,13 @@ class ChatCompare(ToolkitWidget):
             self.status_line.info("add a model first")
             return
         messages, params = self.conversation(), self.params()
-        self.run_settings = {"models": list(self.models.value), "messages": messages, "params": params}
+        seed = seeding.resolve(self.seed, "chat_compare")
+        self.run_settings = {
+            "models": list(self.models.value),
+            "messages": messages,
+            "params": params,
+            "seed": seed,
+        }
         self.columns = {m: Column(m) for m in self.models.value}
         self._views = {m: w.HTML(layout=COLUMN) for m in self.columns}
         self.area.children = list(self._views.values())
@@ -267,7 +280,7 @@ class ChatCompare(ToolkitWidget):
         self._threads = [
             threading.Thread(
                 target=self._stream,
-                args=(col, messages, params, self._halt),
+                args=(col, messages, params, self._halt, seed),
                 name="chat-compare",
                 daemon=True,
             )
@@ -285,18 +298,25 @@ class ChatCompare(ToolkitWidget):
             t.join(JOIN_TIMEOUT_S)
 
     def _stream(
-        self, col: Column, messages: list[dict[str, Any]], params: dict[str, Any], halt: threading.Event
+        self,
+        col: Column,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        halt: threading.Event,
+        seed: int | None,
     ) -> None:
         start = time.perf_counter()
         try:
             if not self.runnable:  # one request, n samples; tool calls are shown, not run
-                self._turn(col, messages, params, halt, start, sample=0)
+                with seeding.rollout_seed(_sample_seed(seed, 0)):
+                    self._turn(col, messages, params, halt, start, sample=0)
             for i in range(params["n"] if self.runnable else 0):  # each sample its own conversation
                 history = list(messages)
-                for _ in range(self.max_turns):
-                    self._turn(col, history, {**params, "n": 1}, halt, start, sample=i)
-                    if halt.is_set() or not self._next_turn(col, i, history):
-                        break
+                with seeding.rollout_seed(_sample_seed(seed, i)):
+                    for _ in range(self.max_turns):
+                        self._turn(col, history, {**params, "n": 1}, halt, start, sample=i)
+                        if halt.is_set() or not self._next_turn(col, i, history):
+                            break
         except Exception as exc:
             col.error = error_text(exc)
         col.latency_s = time.perf_counter() - start
@@ -459,6 +479,10 @@ class ChatCompare(ToolkitWidget):
             f"<div>{html.escape(self.summary())}</div>{prompt}"
             f'<div style="display:flex;flex-wrap:wrap">{columns}</div></div>'
         )
+
+
+def _sample_seed(seed: int | None, sample: int) -> int | None:
+    return None if seed is None else seeding.derive_seed(seed, sample)
 
 
 def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> None:

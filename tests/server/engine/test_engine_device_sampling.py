@@ -1,6 +1,7 @@
 """Device sampling (``TOOLKIT_DEVICE_SAMPLING``): the engine samples where the logits are, the random
-numbers still drawn from each row's CPU generator (seeded rows in threads of their own). On the CPU
-it must give exactly the tokens and logprobs of sampling as before, for every kind of setting."""
+numbers still drawn from each row's CPU generator (seeded rows in threads of their own), or with
+``device`` drawn on the device by generators of each request's own. On the CPU both must give exactly
+the tokens and logprobs of sampling as before, for every kind of setting."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from toolkit.server.engine.codec import Codec
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Finished
 from toolkit.server.engine.model import RANDOM_NAME, BaseModelSpec, builtin_spec
-from toolkit.server.engine.resources import device_sampling
-from toolkit.server.engine.sampling import SamplingParams, race_noise
+from toolkit.server.engine.resources import device_random, device_sampling
+from toolkit.server.engine.sampling import DeviceRandom, SamplingParams, race_noise
 
 V = 260
 SETTINGS = [
@@ -45,16 +46,18 @@ async def finished(engine: Engine, params: list[SamplingParams]) -> list[tuple[l
 
 async def test_on_the_cpu_device_sampling_gives_the_same_tokens_and_logprobs(spec: BaseModelSpec) -> None:
     results = []
-    for on in (False, True):
-        engine = Engine(spec, Codec.from_folder(spec.folder), threads=1, sample_on_device=on)
-        assert engine.sample_on_device is on
+    for on, random_on in ((False, False), (True, False), (False, True)):
+        engine = Engine(
+            spec, Codec.from_folder(spec.folder), threads=1, sample_on_device=on, random_on_device=random_on
+        )
+        assert engine.sample_on_device is (on or random_on)
         engine.start()
         try:
             results.append(await finished(engine, SETTINGS))
         finally:
             engine.stop()
-    off, on_ = results
-    assert off == on_
+    off, on_, random_on_ = results
+    assert off == on_ == random_on_  # on the CPU a device generator is the CPU generator of that seed
     assert len({tuple(tokens) for tokens, _ in off}) == len(SETTINGS)  # the settings differ in effect
 
 
@@ -80,6 +83,24 @@ def test_the_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
     assert device_sampling() is False
     monkeypatch.setenv("TOOLKIT_DEVICE_SAMPLING", "1")
     assert device_sampling() is True
+    assert device_random() is False
+    monkeypatch.setenv("TOOLKIT_DEVICE_SAMPLING", "device")
+    assert device_sampling() is True and device_random() is True
     monkeypatch.setenv("TOOLKIT_DEVICE_SAMPLING", "yes")
-    with pytest.raises(ValueError, match="TOOLKIT_DEVICE_SAMPLING must be 0 or 1, not 'yes'"):
+    with pytest.raises(ValueError, match="TOOLKIT_DEVICE_SAMPLING must be 0, 1 or device, not 'yes'"):
         device_sampling()
+
+
+def test_a_seeded_rows_device_numbers_depend_on_its_seed_only() -> None:
+    """Drawn on the device, a seeded row gets the same numbers alone or among other rows, at any
+    position, and its stream goes on from one step to the next; unseeded rows share one generator."""
+    seeded, t1 = Row(SamplingParams(max_tokens=2, temperature=1.0, seed=3)), SamplingParams(max_tokens=2)
+    alone = DeviceRandom(torch.device("cpu"))
+    first, second = (alone.noise(torch.Size((1, V)), [seeded], [True])[0] for _ in range(2))
+    crowd = DeviceRandom(torch.device("cpu"))
+    others = [Row(t1), Row(SamplingParams(max_tokens=2, temperature=1.0, seed=4)), Row(t1)]
+    batch = [others[0], others[1], seeded, others[2]]
+    among = [crowd.noise(torch.Size((4, V)), batch, [True] * 4) for _ in range(2)]
+    assert torch.equal(among[0][2], first) and torch.equal(among[1][2], second)
+    assert not torch.equal(first, second)
+    assert not torch.equal(among[0][0], among[0][3])  # the unseeded rows draw different numbers

@@ -9,7 +9,8 @@ runner's step, each row through its own adapter; a whole-weight checkpoint has a
 Weights load on first use (:mod:`.weights`). Sampling runs on the CPU whatever the device (seeded
 generators are CPU generators: a seed gives the same tokens everywhere), unless ``device_sampling``
 (``TOOLKIT_DEVICE_SAMPLING=1``) keeps the logits on the device and brings only the random numbers
-there (:mod:`.sampling`). Results go back to the event loop as events.
+there, or (``=device``) draws those on the device too (:mod:`.sampling`). Results go back to the
+event loop as events.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from .model import BaseModelSpec
 from .prefill import Prompt, plan, prefill
 from .prefix_cache import PrefixCache, block_keys
 from .request import Request
-from .resources import LORA_BYTES, SERIAL_WORK, device_sampling, torch_threads
+from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads
 from .runner import Runner
 from .running import Batch, Sequence
-from .sampling import StepResult, sample
+from .sampling import DeviceRandom, StepResult, sample
 from .structured import Compiler
 from .weights import Route, WeightsPool
 
@@ -90,6 +91,7 @@ class Engine:
         lora_bytes: int = LORA_BYTES,
         enable_prefix_caching: bool = True,
         sample_on_device: bool | None = None,
+        random_on_device: bool | None = None,
     ) -> None:
         self.spec, self.codec = spec, codec
         self.threads = threads
@@ -111,10 +113,16 @@ class Engine:
         self._wake = threading.Condition()
         self._stopping = False
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
-        # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own
-        self.sample_on_device = device_sampling() if sample_on_device is None else sample_on_device
+        # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own,
+        # or on the device with random_on_device (which implies sampling there)
+        on_device = device_random() if random_on_device is None else random_on_device
+        self._device_random = DeviceRandom(self.placement.device) if on_device else None
+        self.sample_on_device = on_device or (
+            device_sampling() if sample_on_device is None else sample_on_device
+        )
         threads = min(NOISE_THREADS, os.cpu_count() or 1)
-        self._noise_pool = ThreadPoolExecutor(threads, "toolkit-noise") if self.sample_on_device else None
+        use_pool = self.sample_on_device and not on_device
+        self._noise_pool = ThreadPoolExecutor(threads, "toolkit-noise") if use_pool else None
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -348,7 +356,11 @@ class Engine:
             rows.extend(batch.seqs[p.slot : p.slot + n])
             parent_rows.extend([i] * n)
         step = sample(
-            last[torch.tensor(parent_rows, device=last.device)], rows, self._fallback, self._noise_pool
+            last[torch.tensor(parent_rows, device=last.device)],
+            rows,
+            self._fallback,
+            self._noise_pool,
+            self._device_random,
         )
         self._advance(batch, rows, step)
 
@@ -361,7 +373,7 @@ class Engine:
             [s.cached_len for s in seqs],
             [s.route.adapter for s in seqs],
         )
-        step = sample(self._to_sampler(logits), seqs, self._fallback, self._noise_pool)
+        step = sample(self._to_sampler(logits), seqs, self._fallback, self._noise_pool, self._device_random)
         self._advance(batch, list(seqs), step)
 
     def _to_sampler(self, logits: Tensor) -> Tensor:

@@ -29,14 +29,26 @@ def torch_threads() -> int:
     return int(raw)
 
 
-def device_sampling() -> bool:
-    """``$TOOLKIT_DEVICE_SAMPLING`` set to 1: the engine samples where the logits are (a GPU: its
-    logits no longer come to the CPU each step; the random numbers still do, from each request's CPU
-    generator, so a seed draws the same numbers). Off by default: sampling runs on the CPU."""
+def _device_sampling_setting() -> str:
     raw = os.environ.get("TOOLKIT_DEVICE_SAMPLING", "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"TOOLKIT_DEVICE_SAMPLING must be 0 or 1, not {raw!r}")
-    return raw == "1"
+    if raw not in ("", "0", "1", "device"):
+        raise ValueError(f"TOOLKIT_DEVICE_SAMPLING must be 0, 1 or device, not {raw!r}")
+    return raw
+
+
+def device_sampling() -> bool:
+    """``$TOOLKIT_DEVICE_SAMPLING`` set to 1 or ``device``: the engine samples where the logits are (a
+    GPU: its logits no longer come to the CPU each step). With 1 the random numbers still come from
+    each request's CPU generator, so a seed draws the same numbers (and tokens) as on the CPU. Off by
+    default: sampling runs on the CPU."""
+    return _device_sampling_setting() in ("1", "device")
+
+
+def device_random() -> bool:
+    """``$TOOLKIT_DEVICE_SAMPLING`` set to ``device``: the random numbers are drawn on the device too,
+    each seeded request from a device generator of its own (:class:`.sampling.DeviceRandom`). A seed
+    then gives the same tokens on that kind of device whatever the batch, not the CPU's tokens."""
+    return _device_sampling_setting() == "device"
 
 
 def brief_spin_waits() -> None:

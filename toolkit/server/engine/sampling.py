@@ -4,14 +4,16 @@ grammar mask -> allowed_token_ids -> bad_words -> logit_bias -> min_tokens -> lo
 penalties -> greedy argmax | temperature -> min_p -> top-k -> top-p -> exponential-race sample.
 Reported logprobs are the raw model log-probabilities after the grammar mask only.
 
-The pipeline runs on the device of the logits it is given; the random numbers of the race always
-come from each row's CPU generator (one exponential draw per vocabulary entry), so a seed draws the
-same numbers wherever the logits are. The engine hands it CPU logits unless device sampling is on
-(``TOOLKIT_DEVICE_SAMPLING``, :mod:`.resources`).
+The pipeline runs on the device of the logits it is given; the random numbers of the race come
+from each row's CPU generator (one exponential draw per vocabulary entry), so a seed draws the same
+numbers wherever the logits are, unless a :class:`DeviceRandom` draws them on the device. The engine
+hands it CPU logits unless device sampling is on (``TOOLKIT_DEVICE_SAMPLING``, :mod:`.resources`).
 """
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -186,14 +188,51 @@ def race_noise(
     return noise
 
 
+class DeviceRandom:
+    """The race's random numbers drawn on ``device``: each seeded row from a generator on the device
+    seeded with its request's seed (made at its first draw, kept while the row lives), so its numbers
+    depend on its seed only, whatever else is in the batch; the unseeded rows in one draw from a
+    shared generator. One kernel per seeded row instead of a vocabulary of CPU draws copied over.
+    The numbers are not the CPU generators' (a GPU's Philox stream): a seed gives the same tokens on
+    the same kind of device, not the tokens of the CPU path."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._own: weakref.WeakKeyDictionary[RowState, torch.Generator] = weakref.WeakKeyDictionary()
+        self._shared = torch.Generator(device).manual_seed(time.time_ns() % 2**63)
+
+    def noise(self, shape: torch.Size, rows: Sequence[RowState], sampled: Sequence[bool]) -> Tensor:
+        """``[B, V]`` exponential draws on the device where ``sampled[i]``; other rows left unset."""
+        noise = torch.empty(shape, device=self.device)
+        shared = []
+        for i, row in enumerate(rows):
+            if not sampled[i]:
+                continue
+            if row.params.seed is None:
+                shared.append(i)
+                continue
+            generator = self._own.get(row)
+            if generator is None:
+                generator = torch.Generator(self.device).manual_seed(row.params.seed % 2**64)
+                self._own[row] = generator
+            noise[i].exponential_(generator=generator)
+        if shared:
+            index = torch.tensor(shared, device=self.device)
+            draws = torch.empty((len(shared), shape[-1]), device=self.device)
+            noise[index] = draws.exponential_(generator=self._shared)
+        return noise
+
+
 def sample(
     logits: Tensor,
     rows: Sequence[RowState],
     fallback: torch.Generator,
     pool: ThreadPoolExecutor | None = None,
+    device_random: DeviceRandom | None = None,
 ) -> StepResult:
     """Pick one token per row of ``logits`` ``[B, V]`` (float32), on the logits' device; the race's
-    random numbers are drawn on the CPU (:func:`race_noise`, with ``pool`` if given) and moved there."""
+    random numbers are drawn on the CPU (:func:`race_noise`, with ``pool`` if given) and moved there,
+    or on the device by ``device_random``."""
     device = logits.device
     masks = [i for i, r in enumerate(rows) if r.grammar_mask is not None]
     for i in masks:
@@ -214,7 +253,10 @@ def sample(
         greedy = torch.tensor([not s for s in sampled], device=device)
         scaled = logits / torch.where(greedy, torch.ones_like(temps), temps.clamp(min=0.01))[:, None]
         probs = _filter(scaled, [r.params for r in rows]).softmax(-1)
-        noise = race_noise(probs.shape, rows, sampled, fallback, pool, device.type == "cuda")
+        if device_random is not None:
+            noise = device_random.noise(probs.shape, rows, sampled)
+        else:
+            noise = race_noise(probs.shape, rows, sampled, fallback, pool, device.type == "cuda")
         tokens = torch.where(greedy, tokens, (probs / noise.to(device, non_blocking=True)).argmax(-1))
     token_list = tokens.tolist()
     if raw is None:

@@ -161,4 +161,30 @@ MIGRATIONS: list[str] = [
     UPDATE checkpoints SET trained = json_extract(metrics, '$."data/step_num_gradient_steps"') > 0
         WHERE step > 0 AND json_extract(metrics, '$."data/step_num_gradient_steps"') IS NOT NULL;
     """,
+    # 7: what produced each checkpoint a job wrote (docs/interfaces.md, "Checkpoint records"): its
+    # parent step, job and request, digests of its data, base weights and files, the versions, device,
+    # dtype and thread count it was trained with, and the job's metrics. Checkpoints of earlier jobs
+    # get what the store still knows (parent step, job, metrics); the rest stays NULL.
+    """
+    CREATE TABLE checkpoint_records (
+        checkpoint_id TEXT PRIMARY KEY REFERENCES checkpoints(id) ON DELETE CASCADE,
+        parent_step INTEGER,
+        job_id TEXT,
+        job_kind TEXT,
+        request TEXT,
+        data_digest TEXT,
+        base_digest TEXT,
+        checkpoint_digest TEXT,
+        seed INTEGER,
+        versions TEXT,
+        device TEXT,
+        dtype TEXT,
+        torch_threads INTEGER,
+        deterministic TEXT,
+        metrics TEXT
+    );
+    INSERT INTO checkpoint_records (checkpoint_id, parent_step, job_id, job_kind, metrics)
+        SELECT c.id, j.base_step, j.id, j.kind, c.metrics FROM checkpoints c
+        JOIN training_jobs j ON j.checkpoint_id = c.id WHERE c.step > 0;
+    """,
 ]

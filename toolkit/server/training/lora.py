@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
+from ...seeding import derive_seed
 from ...types.training import LoRAConfig, ModelCreate
 from ..engine.lora import ADAPTER_CONFIG
 from ..engine.model import BUILTIN_NAMES
@@ -22,7 +23,12 @@ from ..engine.model import BUILTIN_NAMES
 if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel
 
-ADAPTER_SEED = 0  # a fresh adapter's A matrices are the same on every machine and for every model
+ADAPTER_SEED = 0  # without a job seed, a fresh adapter's A matrices are the same everywhere
+
+
+def adapter_seed(job_seed: int | None) -> int:
+    """The torch seed of a fresh adapter: :data:`ADAPTER_SEED`, or one derived from the job's seed."""
+    return ADAPTER_SEED if job_seed is None else derive_seed(job_seed, "lora")
 
 
 def settings_for(req: ModelCreate) -> LoRAConfig | None:
@@ -79,14 +85,16 @@ def suffixes(folder: Path) -> list[str]:
     return sorted({name.rsplit(".", 1)[-1] for name in adaptable_modules(folder)})
 
 
-def attach(model: PreTrainedModel, settings: LoRAConfig, base_model: str) -> PeftModel:
-    """A fresh adapter on ``model`` (B = 0, so it computes exactly what the base does), trainable.
-    The base weights are frozen; ``model`` itself gains the LoRA layers."""
+def attach(
+    model: PreTrainedModel, settings: LoRAConfig, base_model: str, seed: int = ADAPTER_SEED
+) -> PeftModel:
+    """A fresh adapter on ``model`` (B = 0, so it computes exactly what the base does; A drawn from
+    ``seed``), trainable. The base weights are frozen; ``model`` itself gains the LoRA layers."""
     from peft import get_peft_model
 
     model.name_or_path = base_model  # else peft records the folder the weights were read from
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(ADAPTER_SEED)
+        torch.manual_seed(seed)
         return get_peft_model(model, peft_config(settings, base_model))
 
 

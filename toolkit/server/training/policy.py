@@ -101,11 +101,13 @@ class Trainer:
         weights: Path | None,
         settings: LoRAConfig | None,
         optimizer: Path | None,
+        job_seed: int | None = None,
     ) -> Policy:
         """The policy a job trains: the one in memory if it is this model at ``step``, else the
         checkpoint's ``weights`` folder (None: the base) with the ``optimizer`` state saved beside
-        it, if any. Every job asks for it before its forward passes, in the job worker thread,
-        which then trains on ``TRAINER_THREADS`` torch threads whatever the engine chose."""
+        it, if any; a fresh adapter is drawn from ``job_seed`` (:func:`.lora.adapter_seed`). Every
+        job asks for it before its forward passes, in the job worker thread, which then trains on
+        ``TRAINER_THREADS`` torch threads whatever the engine chose."""
         torch.set_num_threads(TRAINER_THREADS)
         current = self._policy
         self._policy = None  # until the job commits, the weights in memory are in flux
@@ -118,7 +120,7 @@ class Trainer:
             adapter = (
                 lora.load(base, weights, trainable=True)
                 if weights is not None
-                else lora.attach(base, settings, spec.name)
+                else lora.attach(base, settings, spec.name, lora.adapter_seed(job_seed))
             )
             current = Policy(model_id, step, base, adapter)
         if optimizer is not None and optimizer.exists():

@@ -42,6 +42,7 @@ from ..store.db import Database
 from ..store.jobs import Jobs
 from ..store.logs import TrajectoryLogs
 from ..store.models import CheckpointRow, Models
+from ..store.records import CheckpointRecords
 from ..store.users import User
 from .checkpoint_files import CheckpointFolders, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
@@ -50,6 +51,7 @@ from .job_metrics import numbers, over_steps, train_metrics
 from .job_warnings import nothing_trained, rl_learning_rate, unknown_keys
 from .job_worker import JobWorker
 from .policy import Policy, Trainer, reference_model
+from .records import record_fields
 from .rollout_metrics import rollout_metrics
 from .sequences import Sample, UntrainableError
 from .trainer import (
@@ -129,6 +131,7 @@ class TrainingRunner:
         self.files = CheckpointFolders(checkpoints_dir)
         self.trainer = Trainer(placement)
         self.on_checkpoint = on_checkpoint
+        self.records = CheckpointRecords(db, models)
         self._cancel: set[str] = set()
         self._stopping = threading.Event()
         self._recover()
@@ -171,6 +174,7 @@ class TrainingRunner:
             "experimental_config": experimental.model_dump(mode="json", exclude_unset=True)
             if (experimental := req.experimental_config)
             else None,
+            "request": req.model_dump(mode="json", exclude_unset=True),  # as sent, for its record
         }
         return self._enqueue(self.jobs.create(user, req.model_id, "sft", json.dumps(request)))
 
@@ -256,7 +260,8 @@ class TrainingRunner:
         cfg = resolve(req.experimental_config)
         groups = req.trajectory_groups
         summary = train_metrics(groups)
-        plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step)
+        job_seed = req.experimental_config.seed if req.experimental_config else None
+        plan = plan_rl(groups, cfg, self.trainer.chat_format(spec), seed=base.step, job_seed=job_seed)
         extra = {
             "reward": summary.get("train/reward", 0.0),
             "reward_std_dev": summary.get("train/reward_std_dev", 0.0),
@@ -278,7 +283,7 @@ class TrainingRunner:
         warnings = unknown_keys(req.experimental_config)
         lora = self.models.lora_config_of(req.model_id) is not None
         warnings += rl_learning_rate(spec.name, peak, lora=lora) if peak is not None else []
-        policy = self._policy(req.model_id, spec, base)
+        policy = self._policy(req.model_id, spec, base, job_seed)
         self.jobs.started(job_id, len(plan.batches), warnings, config=asdict(cfg))
         if stale := stale_groups(group_versions(groups), base.step):
             self.jobs.warn(job_id, STALE_GROUPS, stale)
@@ -329,9 +334,9 @@ class TrainingRunner:
             except Exception as exc:
                 raise TrainingDataError(path.name, line, f"cannot apply the chat template ({exc})") from None
             samples += [sample.truncated(spec.max_model_len) for sample in found]
-        batches = sft_batches(samples, request["batch_size"])
+        batches = sft_batches(samples, request["batch_size"], experimental.seed, base.step)
         learning_rates = request["learning_rates"]
-        policy = self._policy(base.model_id, spec, base)
+        policy = self._policy(base.model_id, spec, base, experimental.seed)
         self.jobs.started(job_id, len(batches), unknown_keys(experimental))
         steps: list[dict[str, float]] = []
         run_sft(
@@ -349,11 +354,13 @@ class TrainingRunner:
 
     # ------------------------------------------------------------------ models and checkpoints
 
-    def _policy(self, model_id: str, spec: BaseModelSpec, base: CheckpointRow) -> Policy:
+    def _policy(
+        self, model_id: str, spec: BaseModelSpec, base: CheckpointRow, job_seed: int | None
+    ) -> Policy:
         weights = Path(base.path) if base.path else None
         optimizer = optimizer_file(weights) if weights else None
         settings = self.models.lora_config_of(model_id)
-        return self.trainer.policy(model_id, base.step, spec, weights, settings, optimizer)
+        return self.trainer.policy(model_id, base.step, spec, weights, settings, optimizer, job_seed)
 
     def _reference(self, model_id: str, step: int | None, spec: BaseModelSpec) -> PreTrainedModel | None:
         if step is None:
@@ -394,11 +401,16 @@ class TrainingRunner:
             folder = None
             staging.discard()
         try:
+            job, base_model = self.jobs.row(job_id), self.models.base_model_of(base.model_id) or ""
+            assert job is not None  # a running job's row stays until the model is deleted
+            spec, placement = self.base_models[base_model], self.trainer.placement
+            record = record_fields(job, base.step, spec, folder, placement, numbers(metrics))
             with self.db.write() as conn:
                 path = str(folder) if folder else None
                 checkpoint_id = self.models.add_checkpoint(
                     base.model_id, step, path, numbers(metrics), trained=trained
                 )
+                self.records.add(conn, checkpoint_id, record)
                 if trained_on is not None:
                     self.logs.record_training(
                         conn, base.model_id, job_id, base.step, step, trained_on.groups, trained_on.advantages

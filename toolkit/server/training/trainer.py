@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from ...seeding import derive_seed
 from ...types.training import TrajectoryGroup
 from .config import RLConfig
 from .forward import Batch, make_batch, token_logprobs
@@ -55,9 +57,21 @@ class RLPlan:
     prepare_s: float = 0.0  # seconds spent tokenizing and packing
 
 
-def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, seed: int) -> RLPlan:
+def pass_seed(seed: int, iteration: int, job_seed: int | None) -> int:
+    """The shuffle seed of pass ``iteration``: ``seed + iteration`` (``seed`` is the base step), or
+    one derived from the job's seed."""
+    return seed + iteration if job_seed is None else derive_seed(job_seed, "minibatches", seed, iteration)
+
+
+def plan_rl(
+    groups: Sequence[TrajectoryGroup],
+    cfg: RLConfig,
+    fmt: ChatFormat,
+    seed: int,
+    job_seed: int | None = None,
+) -> RLPlan:
     """Tokenize, compute advantages and split into minibatches (one gradient step each), the whole
-    set ``num_iterations`` times over, each pass shuffled anew."""
+    set ``num_iterations`` times over, each pass shuffled anew (:func:`pass_seed`)."""
     started = time.perf_counter()
     plan = rl_samples(
         groups,
@@ -69,7 +83,7 @@ def plan_rl(groups: Sequence[TrajectoryGroup], cfg: RLConfig, fmt: ChatFormat, s
     batches = [
         batch
         for iteration in range(cfg.num_iterations)
-        for batch in pack(plan.samples, cfg.packed_sequence_length, seed + iteration)
+        for batch in pack(plan.samples, cfg.packed_sequence_length, pass_seed(seed, iteration, job_seed))
     ]
     return RLPlan(
         batches,
@@ -194,8 +208,15 @@ def reward_std_lr_multiplier(history: Sequence[tuple[int, float]]) -> float:
 # ----------------------------------------------------------------------------- SFT
 
 
-def sft_batches(samples: Sequence[Sample], batch_size: int) -> list[list[Sample]]:
-    return [list(samples[i : i + batch_size]) for i in range(0, len(samples), batch_size)]
+def sft_batches(
+    samples: Sequence[Sample], batch_size: int, job_seed: int | None = None, base_step: int = 0
+) -> list[list[Sample]]:
+    """Batches of ``batch_size`` examples: in file order, or shuffled by the job's seed (and the
+    step the job starts from)."""
+    order = list(samples)
+    if job_seed is not None:
+        random.Random(derive_seed(job_seed, "sft", base_step)).shuffle(order)
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def run_sft(

@@ -2,8 +2,8 @@
 
 from fastapi import APIRouter
 
-from . import artifacts, checkpoints, jobs, models, trajectories
+from . import artifacts, checkpoints, jobs, models, records, trajectories
 
 router = APIRouter()
-for module in (models, checkpoints, trajectories, artifacts, jobs):
+for module in (models, checkpoints, records, trajectories, artifacts, jobs):
     router.include_router(module.router)

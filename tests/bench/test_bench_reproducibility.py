@@ -1,0 +1,18 @@
+"""bench/reproducibility.py runs (``--smoke``: servers on 1 and 2 torch threads, one SFT batch): each
+seeded job trains byte-identical checkpoints in the two models of one server."""
+
+from __future__ import annotations
+
+from bench_script import run_bench, table_rows
+
+
+def test_bench_reproducibility_smoke_reports_each_job_per_thread_count() -> None:
+    out = run_bench("reproducibility.py", "--smoke")
+    header, *rows = table_rows(out)
+    assert header[:5] == ["threads", "job", "digest", "two models equal", "equal to threads=1"]
+    jobs = ["seeded gather, 32 samples", "SFT, every weight", "SFT, LoRA r=8", "RL, every weight"]
+    assert [(r[0], r[1]) for r in rows] == [(t, job) for t in ("1", "2") for job in jobs]
+    trained = [r for r in rows if r[1] != jobs[0]]
+    assert all(r[3] == "yes" for r in trained)  # same server, same job and seed: the same bytes
+    assert all(r[4] == "yes" and r[5] == "0" for r in trained if r[0] == "1")
+    assert "CPU capability" in out

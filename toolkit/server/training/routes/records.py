@@ -1,0 +1,36 @@
+"""Training API: checkpoint records (an extension): what produced each checkpoint of a model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter
+
+from ....types.records import CheckpointRecord, CheckpointRecordList
+from ...auth import CurrentUser
+from ..context import Training, TrainingContext
+from ..records import base_digest
+from .checkpoints import Step
+
+router = APIRouter(prefix="/v1/preview/models")
+
+
+def _base_digest(training: TrainingContext) -> Callable[[str], str | None]:
+    def digest(base_model: str) -> str | None:
+        spec = training.base_models.get(base_model)
+        return base_digest(spec) if spec is not None else None
+
+    return digest
+
+
+@router.get("/{model_id}/checkpoints/{step}/record", response_model=CheckpointRecord)
+def checkpoint_record(model_id: str, step: Step, training: Training, user: CurrentUser) -> CheckpointRecord:
+    """Extension: the record of one checkpoint (its job, request, data and weight digests, versions,
+    device, dtype and thread count)."""
+    return training.runner.records.get(user, model_id, step, _base_digest(training))
+
+
+@router.get("/{model_id}/records", response_model=CheckpointRecordList)
+def model_records(model_id: str, training: Training, user: CurrentUser) -> CheckpointRecordList:
+    """Extension: the records of every checkpoint of a model, by step."""
+    return CheckpointRecordList(data=training.runner.records.all(user, model_id, _base_digest(training)))
