@@ -92,8 +92,7 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
     ]
     calls = run(repo, log, "scripts/test", "tests/server/test_api_models.py", "-x")
     assert (
-        calls[0]
-        == "test: installing .[server,lab,research,dev,tracking] into .venv "
+        calls[0] == "test: installing .[server,lab,research,dev,tracking] into .venv "
         "(about 3 minutes the first time)..."
     )
     assert calls[-2:] == [
