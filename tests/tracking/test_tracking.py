@@ -237,3 +237,35 @@ def test_track_starts_logs_and_finishes_a_run_of_each(
     assert run.data.metrics["second/train/reward"] == 0.25
     with pytest.raises(ValueError, match="'wandb' or 'mlflow'"):
         tk.tracking.track(["tensorboard"], doc)
+
+
+def test_an_experiment_with_track_lands_in_both_when_it_closes(
+    server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    options = {"tracking_uri": uri, "mode": "offline", "dir": str(tmp_path)}
+    with server.client() as client:
+        with tk.experiment(
+            "tracked-run", seed=3, client=client, track=["wandb", "mlflow"], track_options=options
+        ) as exp:
+            model = new_model(client, "experiment")
+            rl_steps(client, model, 1, seed=3, learning_rate=3e-4)
+            assert exp.tracked_runs == {}  # nothing logged while it is open
+        reward = next(c for c in client.models.checkpoints.list(model.id) if c.step == 1).metrics[
+            "train/reward"
+        ]
+    ids = exp.tracked_runs
+    (sync_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
+    config, history, artifacts = read_offline_run(sync_file)
+    assert config["name"] == "tracked-run" and config["seed"] == 3
+    assert config["jobs.0.rl.experimental_config.learning_rate"] == pytest.approx(3e-4)
+    assert history[1]["train/reward"] == pytest.approx(reward) and len(artifacts) == 1
+    run = MlflowClient(uri).get_run(ids["mlflow"])
+    assert run.data.params["seed"] == "3" and run.info.run_name == "tracked-run"
+    assert run.data.metrics["train/reward"] == pytest.approx(reward)
