@@ -22,7 +22,7 @@ from .client import (
 )
 
 _html.install()  # rich HTML reprs of jobs, checkpoints, groups, completions and calls in Jupyter
-_LAZY = ("widgets", "frames", "plots", "tracing", "research", "experiments")
+_LAZY = ("widgets", "frames", "plots", "tracing", "research", "experiments", "tracking")
 _LAZY_NAMES = {
     "GatherError": "rollouts",
     "GatherWarning": "rollouts",
@@ -33,8 +33,8 @@ _LAZY_NAMES = {
 
 
 def __getattr__(name: str) -> Any:
-    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing``, ``tk.research`` and
-    ``tk.experiments`` load on first use, as do ``tk.GatherError`` and ``tk.GatherWarning`` (from
+    """``tk.widgets``, ``tk.frames``, ``tk.plots``, ``tk.tracing``, ``tk.research``, ``tk.experiments``
+    and ``tk.tracking`` load on first use, as do ``tk.GatherError`` and ``tk.GatherWarning`` (from
     :mod:`toolkit.rollouts`) and ``tk.experiment``, ``tk.load_experiment``, ``tk.replay`` (from
     :mod:`toolkit.experiments`)."""
     if name in _LAZY:
@@ -64,5 +64,6 @@ __all__ = [
     "replay",
     "research",
     "tracing",
+    "tracking",
     "widgets",
 ]

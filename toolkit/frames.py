@@ -160,6 +160,17 @@ def _prefixed(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- training
 
 
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one level of dotted keys (``lora_config.r``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def events_frame(events: Iterable[TrainingJobEvent | Mapping[str, Any]]) -> pd.DataFrame:
     """One row per job event; ``step`` counts gradient steps; gradient metrics are float columns."""
     rows: list[dict[str, Any]] = []

@@ -92,11 +92,11 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
     ]
     calls = run(repo, log, "scripts/test", "tests/server/test_api_models.py", "-x")
     assert (
-        calls[0]
-        == "test: installing .[server,lab,research,dev] into .venv (about 3 minutes the first time)..."
+        calls[0] == "test: installing .[server,lab,research,dev,tracking] into .venv "
+        "(about 3 minutes the first time)..."
     )
     assert calls[-2:] == [
-        "python -m pip install --quiet -e .[server,lab,research,dev]",
+        "python -m pip install --quiet -e .[server,lab,research,dev,tracking]",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
         "tests/server/test_api_models.py -x",
     ]  # with arguments: only pytest, no ruff, mypy or import-linter first

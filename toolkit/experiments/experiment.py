@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .. import tracking
 from ..client import AsyncClient, Client, UnsupportedOperation, _links
 from ..client._transport import Config
 from ..seeding import use_default_seed
@@ -64,10 +66,23 @@ class _Links:
 class Experiment:
     """An open experiment (a context manager). Under it, every seeded call without a ``seed`` takes
     one derived from ``seed`` (``toolkit.seeding``), and the models, training jobs, uploaded SFT files
-    and trace projects created through any toolkit client are linked to it."""
+    and trace projects created through any toolkit client are linked to it. With ``track`` (``"wandb"``,
+    ``"mlflow"``), closing it without an error logs it to a new run of each (:func:`toolkit.tracking.track`,
+    ``track_options`` its keywords: ``tracking_uri`` for MLflow, the rest for ``wandb.init``); the runs'
+    ids are then in ``tracked_runs``."""
 
-    def __init__(self, name: str, *, seed: int, client: Client | AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        seed: int,
+        client: Client | AsyncClient | None = None,
+        track: Sequence[str] = (),
+        track_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.name = name
+        self.track, self.track_options = list(track), dict(track_options or {})
+        self.tracked_runs: dict[str, str] = {}
         self.seed = seed
         self.client = client
         self.created_at = datetime.now(UTC)
@@ -94,6 +109,8 @@ class Experiment:
         if self._stack is not None:
             self._stack.close()
             self._stack = None
+            if self.track and kind is None:
+                self.tracked_runs = tracking.track(self.track, self, **self.track_options)
 
     def start(self) -> Experiment:
         """Open it without a ``with`` block (a notebook's later cells stay in it until :meth:`stop`)."""
@@ -294,10 +311,18 @@ class _Clients(contextlib.AbstractContextManager["_Clients"]):
             client.close()
 
 
-def experiment(name: str, *, seed: int, client: Client | AsyncClient | None = None) -> Experiment:
+def experiment(
+    name: str,
+    *,
+    seed: int,
+    client: Client | AsyncClient | None = None,
+    track: Sequence[str] = (),
+    track_options: Mapping[str, Any] | None = None,
+) -> Experiment:
     """Open an experiment: ``with tk.experiment("reverse-grpo", seed=1) as exp: ...`` then
-    ``exp.export("run.json")``. ``client`` names the deployment (else the first one used under it)."""
-    return Experiment(name, seed=seed, client=client)
+    ``exp.export("run.json")``. ``client`` names the deployment (else the first one used under it);
+    ``track=["wandb", "mlflow"]`` logs it to those trackers when it closes (see :class:`Experiment`)."""
+    return Experiment(name, seed=seed, client=client, track=track, track_options=track_options)
 
 
 def load_experiment(path: str | Path) -> ExperimentRecord:

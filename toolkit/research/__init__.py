@@ -8,6 +8,7 @@
   group's trajectories against each other, RULER-shaped) on copies, and the old-versus-new frame.
 - :mod:`.evaluate`: a held-out set against each checkpoint, concurrently; a frame and a figure.
 - :mod:`.records`: groups from stored records (``client.models.trajectories``) or a model's log.
+- :mod:`.sweep`: one recipe over N seeds; per-step metrics, mean ± t-interval per config.
 
 Every function takes groups, their JSON, or stored trajectory records.
 """
@@ -21,14 +22,17 @@ from .judge import JudgeError, judge, judge_async, judge_group, judge_group_asyn
 from .records import as_groups, stored_groups, stored_records
 from .rescore import comparison, rescore, rescore_async
 from .selection import best_of_groups, sft_from_best
+from .sweep import SweepResult, combine, mean_ci_table, sweep
 
 __all__ = [
     "Evaluation",
     "JudgeError",
+    "SweepResult",
     "as_groups",
     "best_of_groups",
     "chat_task",
     "checkpoint_name",
+    "combine",
     "comparison",
     "evaluate",
     "evaluate_async",
@@ -40,6 +44,7 @@ __all__ = [
     "judge_async",
     "judge_group",
     "judge_group_async",
+    "mean_ci_table",
     "read_jsonl",
     "read_parquet",
     "rescore",
@@ -48,6 +53,7 @@ __all__ = [
     "sft_from_best",
     "stored_groups",
     "stored_records",
+    "sweep",
     "to_dataset",
     "to_frame",
     "to_jsonl",

@@ -1,5 +1,5 @@
-"""CheckpointExplorer: the checkpoints of one or more models as a table and a metric figure, with
-select-and-delete (confirmed) and "chat with this checkpoint"."""
+"""CheckpointExplorer: the checkpoints of one or more models as a table and a metric figure (or their
+lineage tree), with select-and-delete (confirmed) and "chat with this checkpoint"."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
-from traitlets import List, Tuple, validate
+from traitlets import List, Tuple, Unicode, validate
 
 from .. import frames, plots
 from ..client import Client
@@ -43,11 +43,15 @@ class CheckpointExplorer(ToolkitWidget):
 
     :meth:`start` (or the first display) loads the models and the checkpoints of ``model_ids``. The
     table shows the columns that hold values first and leaves out those without any; ``trained`` is
-    false for a step whose job trained nothing (listed "(untrained)" for selection). State traits:
-    ``pending`` (the checkpoints a delete waits to confirm, as ``(model id, step)`` pairs).
+    false for a step whose job trained nothing (listed "(untrained)" for selection). The ``view``
+    toggle swaps the metric figure for the models' lineage (:func:`toolkit.plots.lineage`: the
+    checkpoint tree, each node's job config and metrics on hover). State traits: ``pending`` (the
+    checkpoints a delete waits to confirm, as ``(model id, step)`` pairs) and ``shown`` (``metric``
+    or ``lineage``, the figure on show).
     """
 
     pending = List(Tuple())
+    shown = Unicode("metric")
 
     def __init__(self, client: Client, model_ids: Sequence[str] = ()) -> None:
         self.client = client
@@ -56,6 +60,7 @@ class CheckpointExplorer(ToolkitWidget):
         self._select = list(model_ids)
         self.models = w.SelectMultiple(description="models", rows=4, layout=w.Layout(width="420px"))
         self.metric = MetricPicker(description="metric", options=[])
+        self.view = w.ToggleButtons(options=["metric", "lineage"], value="metric", description="view")
         self.selection = w.SelectMultiple(description="checkpoints", rows=6, layout=w.Layout(width="420px"))
         self.plot = FigureBox(plots.checkpoint_metrics(self.checkpoints, "step"))
         self.table = w.HTML()
@@ -64,6 +69,7 @@ class CheckpointExplorer(ToolkitWidget):
         self.chat_area = w.VBox()
         self._refreshing = False  # refresh() plots once, not on each change of the metric list
         self.metric.observe(self._metric_changed, "value")
+        self.view.observe(lambda _: self._plot(), "value")
         actions = w.VBox(
             [
                 button("Delete…", self.request_delete, "danger", "trash"),
@@ -75,7 +81,7 @@ class CheckpointExplorer(ToolkitWidget):
                 w.HBox(
                     [self.models, button("Load", self.action("load", self.refresh), "primary", "refresh")]
                 ),
-                w.HBox([self.metric]),
+                w.HBox([self.metric, self.view]),
                 self.plot,
                 self.table,
                 w.HBox([self.selection, actions]),
@@ -193,5 +199,11 @@ class CheckpointExplorer(ToolkitWidget):
             self._plot()
 
     def _plot(self) -> None:
+        if self.view.value == "lineage" and self.models.value:
+            with self.status_line.catching("lineage"):
+                self.plot.show(plots.lineage(self.client, *self.models.value))
+                self.shown = "lineage"
+            return
         df = self.checkpoints.assign(model_id=self.checkpoints["model_id"].map(self._label))
         self.plot.show(plots.checkpoint_metrics(df, self.metric.value or "step"))
+        self.shown = "metric"

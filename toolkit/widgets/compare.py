@@ -1,5 +1,7 @@
 """RunCompare: 2-4 runs (models or jobs) side by side: their configs as a diff table, reward curves with
-``mean ± std`` bands, any metric overlaid by step, and their checkpoints at one step in a chat compare."""
+``mean ± std`` bands, any metric overlaid by step, and their checkpoints at one step in a chat compare.
+Or 2-4 configs, each run over several seeds: their curves as mean with a t-interval band, and a
+table of mean ± CI per config."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from typing import Any
 
 import ipywidgets as w
 import pandas as pd
+import plotly.graph_objects as go
 from traitlets import Int, List, Unicode
 
 from .. import _theme, health, plots
 from ..client import Client
-from ..frames import checkpoints_frame, events_frame
+from ..frames import checkpoints_frame, events_frame, flatten
+from ..research.sweep import SweepResult, combine, mean_ci_table
 from ..types.training import Model
 from ._base import ToolkitWidget
 from ._common import FigureBox, StatusLine, button, frame_html
@@ -24,17 +28,6 @@ from .checkpoints import MetricPicker, checkpoint_name
 MIN_RUNS, MAX_RUNS = 2, 4
 MISSING = "—"
 HIDDEN = {"step", "rl_step", "model_id"}  # columns that are not metrics
-
-
-def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as one level of dotted keys (``lora_config.r``)."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            out |= flatten(value, f"{prefix}{key}.")
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def config_diff(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -60,14 +53,20 @@ class Run:
 
 
 class RunCompare(ToolkitWidget):
-    """Compare 2-4 runs, each a model (its RL steps, from its checkpoints) or a job (its gradient steps).
+    """Compare 2-4 runs, each a model (its RL steps, from its checkpoints) or a job (its gradient steps);
+    or 2-4 ``configs``, each a :class:`~toolkit.research.SweepResult` or the model ids of its seeds.
 
     :meth:`start` (or the first display) loads them: the config diff (the model's base, LoRA settings
     and the resolved config of its latest RL job; only the keys that differ), reward with ``± reward_std``
     bands, the ``metric`` overlaid. :meth:`chat` opens a :class:`ChatCompare` of the runs' checkpoints at
     ``step`` (default: the latest step every run has) on each of the ``prompts``.
 
-    State traits: ``names`` (the runs' labels) and ``chat_step`` (the step last chatted with).
+    With ``configs``, the figures draw each config's mean over its seeds with a ``level`` Student
+    t-interval band (:func:`toolkit.plots.mean_band`), and :attr:`seed_summary` holds the metric's
+    mean ± CI per config at ``ci_step`` (default: the last step every seed has); the config diff and
+    the chat use the first seed's model of each config (when the configs are models).
+
+    State traits: ``names`` (the runs' or configs' labels) and ``chat_step`` (the step last chatted with).
     """
 
     names = List(Unicode())
@@ -82,9 +81,17 @@ class RunCompare(ToolkitWidget):
         metric: str = "entropy",
         prompts: Sequence[str] = ("Say hi",),
         max_tokens: int = 32,
+        configs: Mapping[str, SweepResult | Sequence[str]] | None = None,
+        ci_step: int | None = None,
+        level: float = 0.95,
     ) -> None:
         self.client = client
         self.model_ids, self.job_ids = list(models), list(jobs)
+        self.configs = dict(configs or {})
+        self.sweeps: dict[str, SweepResult] = {}
+        self.ci_step, self.level = ci_step, level
+        self.seed_summary = pd.DataFrame()
+        self.seed_table = w.HTML()
         self.runs: list[Run] = []
         self._loading = False
         self.diff = config_diff({})
@@ -106,6 +113,7 @@ class RunCompare(ToolkitWidget):
                 self.status_line,
                 w.HTML("<b>Config differences</b>"),
                 self.diff_table,
+                self.seed_table,
                 self.reward_plot,
                 self.metric,
                 self.metric_plot,
@@ -120,11 +128,21 @@ class RunCompare(ToolkitWidget):
     # ------------------------------------------------------------------ logic
 
     def load(self) -> None:
-        """Read every run and draw the diff table and the figures."""
-        count = len(self.model_ids) + len(self.job_ids)
+        """Read every run (or config) and draw the diff table and the figures."""
+        if self.configs and (self.model_ids or self.job_ids):
+            raise ValueError("compare configs (over seeds) or runs (models, jobs), not both")
+        count = len(self.configs) or len(self.model_ids) + len(self.job_ids)
         if not MIN_RUNS <= count <= MAX_RUNS:
-            raise ValueError(f"compare {MIN_RUNS} to {MAX_RUNS} runs (models or jobs), not {count}")
-        runs = [self._model_run(m) for m in self.model_ids] + [self._job_run(j) for j in self.job_ids]
+            what = "configs" if self.configs else "runs (models or jobs)"
+            raise ValueError(f"compare {MIN_RUNS} to {MAX_RUNS} {what}, not {count}")
+        if self.configs:
+            self.sweeps = {
+                name: v if isinstance(v, SweepResult) else SweepResult.from_models(self.client, v)
+                for name, v in self.configs.items()
+            }
+            runs = [self._seeded_run(name, s) for name, s in self.sweeps.items() if s.model_ids]
+        else:
+            runs = [self._model_run(m) for m in self.model_ids] + [self._job_run(j) for j in self.job_ids]
         seen: dict[str, int] = {}
         for run in runs:  # the same name twice: tell them apart by id
             seen[run.name] = seen.get(run.name, 0) + 1
@@ -135,8 +153,11 @@ class RunCompare(ToolkitWidget):
         self.diff = config_diff({r.name: r.config for r in runs})
         self.diff_table.value = frame_html(self.diff.reset_index()) if len(self.diff) else "no differences"
         frames = self.frames()
-        self.reward_plot.show(plots.runs_overlay(frames, "reward", band="reward_std"))
-        metrics = sorted({c for f in frames.values() for c in f.select_dtypes("number").columns} - HIDDEN)
+        self.reward_plot.show(self._figure("reward"))
+        if self.sweeps:
+            metrics = sorted({m for s in self.sweeps.values() for m in s.metrics})
+        else:
+            metrics = sorted({c for f in frames.values() for c in f.select_dtypes("number").columns} - HIDDEN)
         wanted = self.metric.value
         self._loading = True  # one figure for the new metric list, not one per change of it
         try:
@@ -145,8 +166,8 @@ class RunCompare(ToolkitWidget):
         finally:
             self._loading = False
         self._plot_metric()
-        self.step.value = min(r.latest_step for r in runs)
-        self.names = [r.name for r in runs]
+        self.step.value = min((r.latest_step for r in runs), default=0)
+        self.names = list(self.sweeps) if self.sweeps else [r.name for r in runs]
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Each run's health frame by name."""
@@ -180,9 +201,26 @@ class RunCompare(ToolkitWidget):
         self.chat_step = step
         return compares
 
+    def _figure(self, metric: str) -> go.Figure:
+        """``metric``: each config's mean over seeds with its band, or each run's line (reward: ± std)."""
+        if self.sweeps:
+            return plots.mean_band(combine(self.sweeps), metric, by="config", level=self.level)
+        return plots.runs_overlay(self.frames(), metric, band="reward_std" if metric == "reward" else None)
+
     def _plot_metric(self) -> None:
-        if self.runs and self.metric.value and not self._loading:
-            self.metric_plot.show(plots.runs_overlay(self.frames(), self.metric.value))
+        if not (self.runs or self.sweeps) or not self.metric.value or self._loading:
+            return
+        self.metric_plot.show(self._figure(self.metric.value))
+        if self.sweeps:
+            self.seed_summary = mean_ci_table(self.sweeps, self.metric.value, self.ci_step, self.level)
+            shown = self.seed_summary[["config", "step", "n", f"mean ± {self.level:.0%} CI", "std"]]
+            self.seed_table.value = f"<b>{html.escape(self.metric.value)} per config</b>" + frame_html(shown)
+
+    def _seeded_run(self, name: str, sweep: SweepResult) -> Run:
+        """The run of a config's first seed, named after the config (its config diff and chat)."""
+        run = self._model_run(sweep.model_ids[min(sweep.model_ids)])
+        run.name = name
+        return run
 
     def _model_run(self, model_id: str) -> Run:
         model = self.client.models.retrieve(model_id)
@@ -231,6 +269,11 @@ class RunCompare(ToolkitWidget):
             compare.close()
 
     def summary(self) -> str:
+        if self.sweeps and not self.seed_summary.empty:
+            cells = self.seed_summary.iloc[:, [0, -1]].itertuples(index=False)
+            step = self.seed_summary["step"].iloc[0]
+            per_config = ", ".join(f"{name} {value}" for name, value in cells)
+            return f"RunCompare over seeds: {self.metric.value} at step {step}: {per_config}"
         if not self.runs:
             return "RunCompare: nothing loaded"
         keys = ", ".join(self.diff.index[:6]) or "none"
@@ -238,17 +281,15 @@ class RunCompare(ToolkitWidget):
 
     def snapshot_html(self) -> str:
         """The diff table and both figures (plotly.js from its CDN), readable without a kernel."""
-        if not self.runs:
+        if not (self.runs or self.sweeps):
             return f"<div>{html.escape(self.summary())}</div>"
         figures = "".join(
-            fig.to_html(full_html=False, include_plotlyjs="cdn")
-            for fig in (
-                plots.runs_overlay(self.frames(), "reward", band="reward_std"),
-                plots.runs_overlay(self.frames(), self.metric.value),
-            )
+            self._figure(m).to_html(full_html=False, include_plotlyjs="cdn")
+            for m in ("reward", self.metric.value)
         )
         title = html.escape(self.summary())
-        return f'<div style="color:{_theme.TEXT}"><b>{title}</b>{self.diff_table.value}{figures}</div>'
+        tables = self.diff_table.value + self.seed_table.value
+        return f'<div style="color:{_theme.TEXT}"><b>{title}</b>{tables}{figures}</div>'
 
     def static_html(self) -> str | None:
         return self.snapshot_html()

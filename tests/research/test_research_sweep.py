@@ -1,0 +1,224 @@
+"""Seeds swept: ``tk.research.sweep``, the t-interval band of ``tk.plots.mean_band`` and ``RunCompare``
+over configs of several seeds; unit tests on the figure objects and widget state, then a sweep of a
+tiny RL recipe (3 seeds, 2 RL steps each) over HTTP against the real local server."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from tracking_helpers import new_model, rl_steps
+
+import toolkit as tk
+from conftest import LocalServer
+from toolkit._stats import mean_interval, t_quantile
+from toolkit.research.sweep import long_frame, mean_ci_table
+
+T95 = {1: 12.7062, 2: 4.302653, 3: 3.1824, 4: 2.7764, 9: 2.2622, 30: 2.0423}  # Student t tables
+
+
+def shifted(offset: float) -> Callable[[int], pd.DataFrame]:
+    """A recipe whose reward at step s is ``offset + 0.1 s`` plus noise of its seed, in [0, 1]."""
+
+    def recipe(seed: int) -> pd.DataFrame:
+        noise = np.random.default_rng(seed).uniform(-0.1, 0.1, 3)
+        steps = np.arange(1, 4)
+        reward = offset + 0.1 * steps + noise
+        return pd.DataFrame({"step": steps, "reward": reward, "reward_min": 0.0, "reward_max": 1.0})
+
+    return recipe
+
+
+def test_t_quantiles_match_the_tables() -> None:
+    for df, t in T95.items():
+        assert t_quantile(0.95, df) == pytest.approx(t, abs=1e-3)
+    assert t_quantile(0.99, 2) == pytest.approx(9.9248, abs=1e-3)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+
+
+def test_mean_interval_is_the_t_interval_and_none_for_one_value() -> None:
+    mean, half, n = mean_interval([1.0, 2.0, 4.0, math.nan])
+    assert (mean, n) == (pytest.approx(7 / 3), 3)
+    assert half == pytest.approx(T95[2] * np.std([1, 2, 4], ddof=1) / math.sqrt(3), rel=1e-6)
+    assert math.isnan(mean_interval([3.0])[1])
+
+
+def test_long_frame_takes_wide_and_long_frames() -> None:
+    wide = pd.DataFrame({"step": [1, 2], "reward": [0.5, 0.7], "note": ["a", "b"], "rl_step": [1, 2]})
+    rows = long_frame(wide, seed=4)
+    assert rows.to_dict("records") == [
+        {"seed": 4, "step": 1, "metric": "reward", "value": 0.5},
+        {"seed": 4, "step": 2, "metric": "reward", "value": 0.7},
+    ]
+    long = pd.DataFrame({"step": [1], "metric": ["loss"], "value": [2.0]})
+    assert long_frame(long, seed=1)[["metric", "value"]].values.tolist() == [["loss", 2.0]]
+    with pytest.raises(ValueError, match="'step' column"):
+        long_frame(pd.DataFrame({"reward": [1.0]}), seed=0)
+
+
+def test_sweep_runs_each_seed_and_summarises_the_final_step() -> None:
+    seen: list[int] = []
+
+    def recipe(seed: int) -> pd.DataFrame:
+        seen.append(seed)
+        return shifted(0.2)(seed)
+
+    result = tk.research.sweep(recipe, seeds=[3, 5, 8])
+    assert seen == [3, 5, 8] and result.seeds == [3, 5, 8]
+    assert result.metrics == ["reward", "reward_max", "reward_min"]
+    finals = [float(shifted(0.2)(s)["reward"].iloc[-1]) for s in (3, 5, 8)]
+    summary = result.summary("reward")
+    assert summary["step"] == 3 and summary["n"] == 3
+    assert summary["mean"] == pytest.approx(np.mean(finals))
+    half = T95[2] * np.std(finals, ddof=1) / math.sqrt(3)
+    assert (summary["ci_low"], summary["ci_high"]) == (
+        pytest.approx(np.mean(finals) - half),
+        pytest.approx(np.mean(finals) + half),
+    )
+    assert list(result.table()["metric"]) == result.metrics
+    assert "95% t-interval" in result._repr_html_()
+    assert repr(result) == "SweepResult(seeds [3, 5, 8], 3 metrics, 27 rows)"
+    with pytest.raises(TypeError, match="DataFrame or a model id"):
+        tk.research.sweep(lambda seed: 42, seeds=[1])  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError):
+        tk.research.sweep(recipe, seeds=[])
+
+
+def test_sweep_sets_the_default_seed_where_the_seeding_module_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    current: list[int | None] = [None]
+
+    @contextmanager
+    def use_default_seed(seed: int) -> Iterator[None]:
+        current[0] = seed
+        yield
+        current[0] = None
+
+    fake = types.ModuleType("toolkit.seeding")
+    fake.use_default_seed = use_default_seed  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toolkit.seeding", fake)
+    during: list[int | None] = []
+    tk.research.sweep(lambda seed: during.append(current[0]) or shifted(0)(seed), seeds=[7, 9])
+    assert during == [7, 9] and current[0] is None
+
+
+def bands(fig: go.Figure) -> list[go.Scatter]:
+    return [t for t in fig.data if t.fill == "toself"]
+
+
+def test_mean_band_draws_the_mean_its_clipped_t_interval_and_each_seed() -> None:
+    result = tk.research.sweep(shifted(0.75), seeds=[0, 1, 2])
+    fig = tk.plots.mean_band(result.frame, "reward")
+    assert fig.layout.title.text == "reward: mean over 3 seeds, 95% t-interval"
+    (band,) = bands(fig)
+    means = [t for t in fig.data if t.name == "reward"]
+    seeds = [t for t in fig.data if t.name and " seed " in t.name]
+    assert len(means) == 1 and len(seeds) == 3
+    per_step = result.frame[result.frame["metric"] == "reward"].pivot(
+        index="step", columns="seed", values="value"
+    )
+    np.testing.assert_allclose(means[0].y, per_step.mean(axis=1))
+    half = T95[2] * per_step.std(axis=1, ddof=1) / math.sqrt(3)
+    upper, lower = np.split(np.asarray(band.y), 2)
+    np.testing.assert_allclose(upper, np.minimum(per_step.mean(axis=1) + half, 1.0))  # clipped at reward_max
+    np.testing.assert_allclose(lower[::-1], np.maximum(per_step.mean(axis=1) - half, 0.0))
+    assert upper.max() == 1.0  # the raw interval goes past 1 at the last step: the band stops at 1
+    assert "95% CI" in means[0].hovertemplate and list(means[0].customdata[:, 2]) == [3, 3, 3]
+    assert list(fig.layout.xaxis.range) == [0.5, 3.5] and fig.layout.xaxis.dtick == 1
+
+
+def test_mean_band_by_config_and_one_seed_has_no_band() -> None:
+    sweeps = {"a": tk.research.sweep(shifted(0.1), [0, 1]), "b": tk.research.sweep(shifted(0.5), [0, 1])}
+    fig = tk.plots.mean_band(tk.research.combine(sweeps), "reward", by="config", seeds=False, level=0.9)
+    assert [t.name for t in fig.data if t.fill != "toself"] == ["a", "b"]
+    assert len(bands(fig)) == 2 and "90% t-interval" in fig.layout.title.text
+    alone = tk.plots.mean_band(tk.research.sweep(shifted(0.1), [0]).frame, "reward")
+    assert bands(alone) == [] and "over 1 seeds" in alone.layout.title.text
+
+
+def test_run_compare_of_configs_over_seeds() -> None:
+    sweeps = {
+        "low": tk.research.sweep(shifted(0.1), [0, 1, 2]),
+        "high": tk.research.sweep(shifted(0.5), [0, 1, 2]),
+    }
+    compare = tk.widgets.RunCompare(None, configs=sweeps, metric="reward")  # type: ignore[arg-type]
+    compare.load()
+    assert compare.names == ["low", "high"] and compare.runs == []
+    table = compare.seed_summary
+    assert list(table["config"]) == ["low", "high"] and set(table["step"]) == {3} and set(table["n"]) == {3}
+    expected = mean_ci_table(sweeps, "reward")
+    assert list(table["mean ± 95% CI"]) == list(expected["mean ± 95% CI"])
+    assert table["mean"].iloc[1] - table["mean"].iloc[0] == pytest.approx(0.4, abs=0.1)
+    assert "low" in compare.seed_table.value and "± " in compare.seed_table.value
+    assert len(bands(compare.reward_plot.figure)) == 2
+    assert compare.summary().startswith("RunCompare over seeds: reward at step 3: low ")
+    compare.metric.value = "reward_max"
+    assert compare.seed_summary["metric"].iloc[0] == "reward_max"
+    assert "t-interval" in compare.snapshot_html()
+    early = tk.widgets.RunCompare(None, configs=sweeps, metric="reward", ci_step=1)  # type: ignore[arg-type]
+    early.load()
+    assert set(early.seed_summary["step"]) == {1}
+    compare.close()
+    early.close()
+    both = tk.widgets.RunCompare(None, models=["m"], configs=sweeps)  # type: ignore[arg-type]
+    alone = tk.widgets.RunCompare(None, configs={"low": sweeps["low"]})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not both"):
+        both.load()
+    with pytest.raises(ValueError, match="2 to 4 configs, not 1"):
+        alone.load()
+    both.close()
+    alone.close()
+
+
+# ----------------------------------------------------------------------------- over the real server
+
+
+def rl_recipe(client: tk.Client, learning_rate: float) -> Callable[[int], str]:
+    """A tiny RL recipe: a new model, 2 RL steps of 2 words x 4 seeded samples; its model id."""
+
+    def recipe(seed: int) -> str:
+        model = new_model(client, f"sweep-s{seed}")
+        rl_steps(client, model, 2, seed, learning_rate)
+        return model.id
+
+    return recipe
+
+
+def test_sweep_of_a_tiny_rl_recipe_over_the_real_server(server: LocalServer) -> None:
+    with server.client() as client:
+        result = tk.research.sweep(rl_recipe(client, 1e-4), seeds=[0, 1, 2], client=client)
+        assert sorted(result.model_ids) == [0, 1, 2] and len(set(result.model_ids.values())) == 3
+        rewards = result.frame[result.frame["metric"] == "reward"]
+        assert sorted(rewards["step"].unique()) == [1, 2] and rewards.groupby("step")[
+            "seed"
+        ].nunique().tolist() == [3, 3]
+        for seed, model_id in result.model_ids.items():  # the sweep's values are the checkpoints' metrics
+            stored = {
+                c.step: c.metrics["train/reward"] for c in client.models.checkpoints.list(model_id) if c.step
+            }
+            mine = rewards[rewards["seed"] == seed]
+            assert dict(zip(mine["step"], mine["value"], strict=True)) == stored
+        fig = result.figure("reward")
+        assert len([t for t in fig.data if " seed " in (t.name or "")]) == 3
+        again = tk.research.sweep(rl_recipe(client, 1e-4), seeds=[0], client=client)  # the same seed, again
+        first = rewards[rewards["seed"] == 0]["value"].tolist()
+        assert again.frame[again.frame["metric"] == "reward"]["value"].tolist() == first
+        compare = tk.widgets.RunCompare(
+            client, configs={"lr 1e-4": result, "again": list(again.model_ids.values())}, metric="reward"
+        )
+        compare.load()
+        assert compare.names == ["lr 1e-4", "again"] and [r.name for r in compare.runs] == [
+            "lr 1e-4",
+            "again",
+        ]
+        assert list(compare.seed_summary["n"]) == [3, 1] and compare.seed_summary["step"].iloc[0] == 2
+        assert compare.seed_summary["mean ± 95% CI"].iloc[1].endswith("± n/a")  # one seed: no interval
+        assert compare.checkpoints(2) == [f"{r.model.name}:step2" for r in compare.runs]
+        compare.close()
