@@ -2,9 +2,12 @@
 one model, then SFT jobs of the same size one after another, with no chat request before the first (a
 user's first cell after ``models.create``). Prints each job's wall time (POST to checkpoint), its
 gradient steps (the job's ``training_started`` to ``training_ended`` events), the server's CPU seconds,
-and the ratio first / second; ``--chat-first`` sends one chat request to the base before the first job.
+and the ratio first / second; ``--chat-first`` sends one chat request to the base before the first job,
+``--spincount`` sets the server's ``GOMP_SPINCOUNT`` (300000: libgomp's default, what the server ran
+with before ``toolkit serve`` set 100).
 
     python bench/first_sft_job.py                    # 3 jobs of 20 batches of 16 (code lookup)
+    python bench/first_sft_job.py --spincount 300000 # as before the spin-wait fix
     python bench/first_sft_job.py --smoke            # 2 jobs of 2 batches (CI)
 """
 
@@ -39,7 +42,8 @@ def gradient_seconds(client: tk.Client, job_id: str) -> float:
 def measure(args: argparse.Namespace) -> list[dict[str, float]]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="first-sft-") as folder:
-        proc, url, key = start_server(Path(folder))
+        env = {"GOMP_SPINCOUNT": str(args.spincount)} if args.spincount is not None else None
+        proc, url, key = start_server(Path(folder), env)
         try:
             with tk.Client(url, key) as client:
                 model = client.models.create(project="bench", name="first-sft", base_model=BASE_MODEL)
@@ -75,6 +79,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--chat-first", action="store_true", help="one chat request to the base first")
+    parser.add_argument("--spincount", type=int, help="the server's GOMP_SPINCOUNT")
     parser.add_argument("--smoke", action="store_true", help="2 jobs of 2 batches of 4 (CI)")
     args = parser.parse_args()
     if args.smoke:
