@@ -61,9 +61,11 @@ def job_health(events: pd.DataFrame, rl_step: int = 1) -> pd.DataFrame:
 
 
 def model_health(checkpoints: pd.DataFrame) -> pd.DataFrame:
-    """The checkpoints that carry metrics (:func:`toolkit.frames.checkpoints_frame`), one row per RL
-    step, with the gradient-step names (``loss/train`` -> ``loss``, ``train/reward`` -> ``reward``)."""
-    metric_columns = [c for c in checkpoints.columns if c not in ("model_id", "id", "step", "created_at")]
+    """The checkpoints of RL jobs (those with a metric other than an SFT job's ``sft/...``; from
+    :func:`toolkit.frames.checkpoints_frame`), one row per RL step, with the gradient-step names
+    (``loss/train`` -> ``loss``, ``train/reward`` -> ``reward``)."""
+    not_metrics = ("model_id", "id", "step", "trained", "created_at")
+    metric_columns = [c for c in checkpoints.columns if c not in not_metrics and not c.startswith("sft/")]
     rows = checkpoints[checkpoints[metric_columns].notna().any(axis=1)] if metric_columns else checkpoints[:0]
     out = rows.rename(columns=FROM_CHECKPOINT).drop(columns=["id", "created_at"], errors="ignore")
     out = out.sort_values("step").reset_index(drop=True)

@@ -87,13 +87,17 @@ def test_job_and_model_frames_use_gradient_step_names() -> None:
     checkpoints = checkpoints_frame(
         [
             Checkpoint(id="c0", step=0, metrics={}),
+            Checkpoint(id="w", step=1, metrics={"sft/final_loss": 0.3}, trained=True),  # an SFT warm start
             Checkpoint(
-                id="c1", step=1, metrics={"loss/entropy": 2.0, "train/reward": 0.25, "loss/train": 0.5}
+                id="c2",
+                step=2,
+                metrics={"loss/entropy": 2.0, "train/reward": 0.25, "loss/train": 0.5},
+                trained=True,
             ),
         ]
     )
     model = model_health(checkpoints)
-    assert list(model["step"]) == [1] and model.attrs["x"] == "RL step"
+    assert list(model["step"]) == [2] and model.attrs["x"] == "RL step"  # the RL step alone
     assert (model["entropy"].iloc[0], model["reward"].iloc[0], model["loss"].iloc[0]) == (2.0, 0.25, 0.5)
 
 
