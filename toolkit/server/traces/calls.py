@@ -53,7 +53,7 @@ class Calls:
                     values = end_values(end)
                     pending = rows.get((pid, end.id))
                     if pending is not None:
-                        merge_end(pending, values)
+                        merge_end(pending, values, end.project_id)
                     else:
                         ends.append((*values, pid, end.id))
                     results.append({})
@@ -82,7 +82,7 @@ class Calls:
             batch = []
             for call in calls:
                 row = start_row(self._pid(user_id, call.project_id), call, user_id)
-                merge_end(row, end_values(call))
+                merge_end(row, end_values(call), call.project_id)
                 batch.append(row)
             conn.executemany(INSERT_FULL, batch)
 
@@ -93,7 +93,8 @@ class Calls:
         pid = self.base.pid(user_id, project_id)
         with self.base.db.write() as conn:
             cur = conn.execute(
-                "UPDATE calls SET display_name = ? WHERE pid = ? AND id = ? AND deleted_at IS NULL",
+                "UPDATE calls SET display_name = ?, line = NULL"
+                " WHERE pid = ? AND id = ? AND deleted_at IS NULL",
                 (display_name, pid, call_id),
             )
         if cur.rowcount == 0:
