@@ -58,13 +58,14 @@ WITH_SUMMARY = ("ended_at", "exception", "display_name")
 
 
 def _line_sql(keys: Sequence[str]) -> str:
-    """SQL of one call's JSON text with these keys; a full call splices the stored fragments whole."""
+    """SQL of one call's JSON text with these keys; a full call is its stored line, or else the stored
+    fragments spliced whole."""
     if len(keys) == len(CALL_KEYS):
         nulls = ",".join(f'"{k}":null' for k in NULL_KEYS)
         return (
-            f"'{{' || {HEAD_SQL} || ',\"project_id\":' || ? || ',\"display_name\":'"
+            f"coalesce(c.line, '{{' || {HEAD_SQL} || ',\"project_id\":' || ? || ',\"display_name\":'"
             f" || {CALL_KEYS['display_name']} || ',' || {TAIL_SQL}"
-            f" || ',\"summary\":' || {SUMMARY_SQL} || ',{nulls}}}'"
+            f" || ',\"summary\":' || {SUMMARY_SQL} || ',{nulls}}}')"
         )
     return "'{' || " + " || ',' || ".join(f"'\"{k}\":' || {CALL_KEYS[k]}" for k in keys) + " || '}'"
 

@@ -17,9 +17,9 @@ MAX_DISPLAY_NAME = 1024
 COLUMNS = (
     "pid, id, trace_id, parent_id, thread_id, turn_id, op_name, trace_name, display_name, started_at,"
     " ended_at, status, latency_ms, head, tail, summary, exception, input_refs, output_refs, wb_user_id,"
-    " wb_run_id, wb_run_step, wb_run_step_end"
+    " wb_run_id, wb_run_step, wb_run_step_end, line"
 )
-_PLACEHOLDERS = ", ".join("?" * 23)
+_PLACEHOLDERS = ", ".join("?" * 24)
 _START_UPDATE = (
     "trace_id = excluded.trace_id, parent_id = excluded.parent_id, thread_id = excluded.thread_id,"
     " turn_id = excluded.turn_id, op_name = excluded.op_name, trace_name = excluded.trace_name,"
@@ -32,18 +32,21 @@ _END_UPDATE = (
     " tail = excluded.tail, summary = excluded.summary, exception = excluded.exception,"
     " output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end"
 )
+# ``line``: the finished call's JSON as reads return it, stored when a call is written whole (its end
+# in the same batch as its start) and cleared by any later change (reads then assemble it in SQL)
 INSERT_START = (
     f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
-    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}"
+    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, line = NULL"
 )
 INSERT_FULL = (
     f"INSERT INTO calls ({COLUMNS}) VALUES ({_PLACEHOLDERS})"
-    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, {_END_UPDATE}"
+    f" ON CONFLICT (pid, id) DO UPDATE SET {_START_UPDATE}, {_END_UPDATE}, line = excluded.line"
 )
 UPDATE_END = (
     "UPDATE calls SET ended_at = ?, status = ?, latency_ms = (? - started_at) / 1000, tail = ?, summary = ?,"
-    " exception = ?, output_refs = ?, wb_run_step_end = ? WHERE pid = ? AND id = ?"
+    " exception = ?, output_refs = ?, wb_run_step_end = ?, line = NULL WHERE pid = ? AND id = ?"
 )
+_NULLS = ',"deleted_at":null,"storage_size_bytes":null,"total_storage_size_bytes":null}'
 
 
 def _refs(value: Any, text: str) -> str | None:
@@ -118,6 +121,7 @@ def start_row(pid: int, s: StartedCall | CompletedCall, user_id: str) -> list[An
         s.wb_run_id,
         s.wb_run_step,
         None,
+        None,
     ]
 
 
@@ -159,7 +163,32 @@ def end_values(e: EndedCall | CompletedCall) -> tuple[Any, ...]:
     )
 
 
-def merge_end(row: list[Any], end: tuple[Any, ...]) -> None:
+def merge_end(row: list[Any], end: tuple[Any, ...], project_id: str) -> None:
+    """Fold an end into the row of its start, with the finished line."""
     ended, status, _, tail, summary, exception, output_refs, step_end = end
     row[10], row[11], row[12] = ended, status, (ended - row[9]) // 1000
     row[14], row[15], row[16], row[18], row[22] = tail, summary, exception, output_refs, step_end
+    row[23] = finished_line(row, project_id)
+
+
+def finished_line(row: list[Any], project_id: str) -> str:
+    """The JSON a read returns for this ended call (what ``call_query`` assembles from the fragments)."""
+    display_name, head, tail, summary = row[8], row[13], row[14], row[15]
+    named = f',"display_name":{dumps(display_name)}' if display_name else f',"trace_name":{dumps(row[7])}'
+    weave = f'"weave":{{"status":"{row[11]}","latency_ms":{row[12]}{named}}}}}'
+    return "".join(
+        (
+            "{",
+            head[1:-1],
+            ',"project_id":',
+            dumps(project_id),
+            ',"display_name":',
+            dumps(display_name) if display_name else "null",
+            ",",
+            tail[1:-1],
+            ',"summary":',
+            "{" if summary == "{}" else summary[:-1] + ",",
+            weave,
+            _NULLS,
+        )
+    )

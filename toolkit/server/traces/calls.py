@@ -7,8 +7,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...types.traces import (
-    CallBatchStart,
-    CallCreateBatchReq,
     CallsQueryReq,
     CompletedCall,
     EndedCall,
@@ -29,17 +27,18 @@ class Calls:
 
     # ------------------------------------------------------------------ writes
 
-    def upsert_batch(self, user_id: str, req: CallCreateBatchReq) -> list[dict[str, str]]:
-        """Starts and ends in order, in one transaction; an end whose start is in the same batch is
+    def upsert_batch(self, user_id: str, items: Sequence[tuple[str, Any]]) -> list[dict[str, str]]:
+        """Starts and ends in order (``("start", StartedCall)`` or ``("end", EndedCall)``, or objects
+        with the same attributes), in one transaction; an end whose start is in the same batch is
         folded into its row, so each call is written once."""
         results: list[dict[str, str]] = []
         rows: dict[tuple[int, str], list[Any]] = {}
         ends: list[tuple[Any, ...]] = []
         pids: dict[str, int] = {}
         with self.base.db.write() as conn:
-            for item in req.batch:
-                if isinstance(item, CallBatchStart):
-                    start = item.req.start
+            for mode, item in items:
+                if mode == "start":
+                    start = item
                     pid = pids.get(start.project_id) or pids.setdefault(
                         start.project_id, self._pid(user_id, start.project_id)
                     )
@@ -47,14 +46,14 @@ class Calls:
                     rows[(pid, row[1])] = row
                     results.append({"id": row[1], "trace_id": row[2]})
                 else:
-                    end = item.req.end
+                    end = item
                     pid = pids.get(end.project_id) or pids.setdefault(
                         end.project_id, self._pid(user_id, end.project_id)
                     )
                     values = end_values(end)
                     pending = rows.get((pid, end.id))
                     if pending is not None:
-                        merge_end(pending, values)
+                        merge_end(pending, values, end.project_id)
                     else:
                         ends.append((*values, pid, end.id))
                     results.append({})
@@ -83,7 +82,7 @@ class Calls:
             batch = []
             for call in calls:
                 row = start_row(self._pid(user_id, call.project_id), call, user_id)
-                merge_end(row, end_values(call))
+                merge_end(row, end_values(call), call.project_id)
                 batch.append(row)
             conn.executemany(INSERT_FULL, batch)
 
@@ -94,7 +93,8 @@ class Calls:
         pid = self.base.pid(user_id, project_id)
         with self.base.db.write() as conn:
             cur = conn.execute(
-                "UPDATE calls SET display_name = ? WHERE pid = ? AND id = ? AND deleted_at IS NULL",
+                "UPDATE calls SET display_name = ?, line = NULL"
+                " WHERE pid = ? AND id = ? AND deleted_at IS NULL",
                 (display_name, pid, call_id),
             )
         if cur.rowcount == 0:

@@ -4,8 +4,9 @@ Every row belongs to a project (``pid``), and a project to the user who wrote it
 ``entity/project`` is invisible to another. Times are integer microseconds since the epoch (UTC),
 JSON values are stored as text; a call keeps its JSON as fragments ready to splice into responses
 (``head``: what its start fixes; ``tail``: what its end adds), with ``status`` and ``latency_ms``
-derived when it ends. Indexes follow the queries users run: by project and time, by op, trace,
-parent, thread; roots only.
+derived when it ends; a call written whole (start and end in one batch) also keeps the finished
+JSON a read returns (``line``), cleared by any later change. Indexes follow the queries users run:
+by project and time (with the latency), by op, trace, parent, thread; roots only.
 """
 
 MIGRATIONS: list[str] = [
@@ -128,5 +129,12 @@ MIGRATIONS: list[str] = [
         created_at INTEGER NOT NULL
     );
     CREATE INDEX prices_by_llm ON llm_token_prices (llm_id, pid, effective_date);
+    """,
+    # 2: the time index carries each call's latency, so a latency filter on the newest calls skips the
+    # calls it rejects without reading their rows; a call written whole keeps its finished JSON (``line``)
+    """
+    ALTER TABLE calls ADD COLUMN line TEXT;
+    DROP INDEX calls_by_time;
+    CREATE INDEX calls_by_time ON calls (pid, started_at, id, latency_ms);
     """,
 ]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
 from ....types import traces as t
 from ...errors import BadRequest
+from .batch_body import batch_items
 from .wire import Store, User_, json_body, jsonl, jsonl_whole, ok
 
 router = APIRouter()
@@ -25,10 +28,8 @@ def call_end(user: User_, s: Store, req: t.CallEndReq = Depends(json_body(t.Call
 
 
 @router.post("/call/upsert_batch", response_model=t.CallCreateBatchRes)
-def call_upsert_batch(
-    user: User_, s: Store, req: t.CallCreateBatchReq = Depends(json_body(t.CallCreateBatchReq))
-) -> Response:
-    return ok({"res": s.calls.upsert_batch(user.id, req)})
+def call_upsert_batch(user: User_, s: Store, items: list[tuple[str, Any]] = Depends(batch_items)) -> Response:
+    return ok({"res": s.calls.upsert_batch(user.id, items)})
 
 
 def _check_v2_project(entity: str, project: str, project_ids: list[str]) -> None:
