@@ -116,10 +116,13 @@ def wait_job(client: tk.Client, job_id: str, timeout: float = 180.0) -> Training
 
 
 def wait_for_event(client: tk.Client, job_id: str, kind: str, timeout: float = 120.0) -> None:
+    """Until the job has a ``kind`` event (any page); fails at once when it ended without one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        status = client.training_jobs.retrieve(job_id).status  # read first: the events then are all
         if any(e.type == kind for e in client.training_jobs.events.list(job_id, limit=100)):
             return
+        assert status not in TERMINAL, f"the job ended ({status}) without a {kind} event"
         time.sleep(0.1)
     raise AssertionError(f"no {kind} event")
 

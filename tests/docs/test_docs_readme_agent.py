@@ -37,6 +37,11 @@ def test_train_an_agent_runs_as_written(server: LocalServer) -> None:
         )
         assert made.initial_policy_version == ns["step"] and agent.max_turns == 3
         assert ns["sft_job"].refresh().status == "succeeded"
-        assert ns["checkpoint"].step == ns["step"] + 1
+        checkpoint, job = ns["checkpoint"], ns["job"]
+        assert checkpoint.step == ns["step"] + 1
+        trained = checkpoint.metrics["data/step_num_groups_trainable"] > 0
+        assert checkpoint.trained is trained  # as the README says, this step may train nothing
+        warned = [e.data["code"] for e in job.events(follow=False) if e.type == "warning"]
+        assert ("nothing_trained" in warned) is not trained, warned
     finally:
         ns["client"].close()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from reliability_support import unique
 
@@ -92,10 +94,19 @@ def test_dead_server_is_a_clear_connection_error(fresh_server: LocalServer) -> N
         client.models.list()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def start_on_port(server: LocalServer, port: int) -> None:
+    """Start ``server`` again on ``port``, its port before a kill; while another process holds the
+    port (one that bound port 0 meanwhile), try again."""
+    server.extra_args = ("--port", str(port))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            server.start()
+            return
+        except RuntimeError as exc:
+            if "address already in use" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Path) -> None:
@@ -107,7 +118,9 @@ def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Pa
     from toolkit.tasks import reverse
 
     (tmp_path / "data").mkdir()
-    server = LocalServer(tmp_path / "data", extra_args=("--port", str(_free_port()))).start()
+    server = LocalServer(tmp_path / "data").start()  # on a port of the system's choosing (port 0)
+    port = httpx.URL(server.url).port
+    assert port is not None
     client = server.client()
     try:
         model = new_model(client, "resume")
@@ -123,10 +136,11 @@ def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Pa
             types.append(event.type)
             if restart is None and types.count("gradient_step") == 2:
                 server.kill()
-                restart = threading.Thread(target=server.start, daemon=True)
+                restart = threading.Thread(target=start_on_port, args=(server, port), daemon=True)
                 restart.start()
         assert restart is not None
         restart.join(120)
+        assert httpx.URL(server.url).port == port
         all_ids = [e.id for e in client.training_jobs.events.list(job.id, limit=100)]
         assert seen == all_ids and len(set(seen)) == len(seen)
         assert types[0] == "training_started" and types[-1] == "training_failed"

@@ -11,16 +11,18 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 from reliability_support import create_model, rows
+from training_helpers import choice, long_sft_job, new_model, prompt, scored_answer, served
 
 if TYPE_CHECKING:
     from conftest import LocalServer
 
 WRITERS = 4
 ACKS_BEFORE_KILL = 12
+RL_GROUPS = 2000
 
 
 def hammer(server: LocalServer, send: Callable[[httpx.Client, str], httpx.Response]) -> list[str]:
@@ -139,58 +141,55 @@ def auth(server: LocalServer) -> dict[str, str]:
     return {"Authorization": f"Bearer {server.key}"}
 
 
-def kill_while_running(server: LocalServer, path: str, body: dict[str, Any]) -> None:
-    """Start a job, ``kill -9`` the server while it runs, restart: the job failed with its event."""
-    with server.http() as http:
-        created = http.post(path, json=body)
-        assert created.status_code == 200, created.text
-        job_id = created.json()["id"]
-        deadline = time.monotonic() + 120
-        while http.get(f"/v1/preview/training-jobs/{job_id}").json()["status"] != "running":
-            assert time.monotonic() < deadline, "the job never started"
+def kill_while_running(server: LocalServer, job_id: str) -> None:
+    """``kill -9`` the server once ``job_id`` made its first gradient step, restart: the job failed
+    with its event, the last of all its events. The job is long by construction (minutes of steps
+    after the first), so it cannot end between the read that saw the step and the kill."""
+    deadline = time.monotonic() + 120
+    with server.client() as client:
+        while not any(e.type == "gradient_step" for e in client.training_jobs.events.list(job_id, limit=100)):
+            status = client.training_jobs.retrieve(job_id).status
+            assert status in ("queued", "running"), f"the job ended ({status}) before the kill"
+            assert time.monotonic() < deadline, "the job made no gradient step"
             time.sleep(0.05)
     server.kill()
     server.start()
     assert integrity_ok(server, "toolkit.db")
-    with server.http() as http:
-        job = http.get(f"/v1/preview/training-jobs/{job_id}").json()
-        events = http.get(f"/v1/preview/training-jobs/{job_id}/events", params={"limit": 100}).json()
-    assert job["status"] == "failed", job
-    assert events["data"][-1]["type"] == "training_failed"
+    with server.client() as client:
+        job = client.training_jobs.retrieve(job_id)
+        events = list(client.training_jobs.events.list(job_id, limit=100))  # every page
+    assert job.status == "failed", job
+    assert events[-1].type == "training_failed", events[-1]
+    assert [e.type for e in events].count("training_failed") == 1
+    assert 1 <= [e.type for e in events].count("gradient_step") < int(events[0].data["num_sequences"])
 
 
 def check_sft_job(fresh_server: LocalServer) -> None:
-    """An SFT job over 400 examples, one per step."""
-    line = {
-        "messages": [{"role": "user", "content": "count"}, {"role": "assistant", "content": "1 2 3" * 20}]
-    }
-    data = "".join(json.dumps(line) + "\n" for _ in range(400)).encode()
-    with fresh_server.http() as http:
-        model = create_model(http)
-        up = http.post(
-            "/v1/preview/artifacts", data={"project": "rel"}, files=[("files", ("train.jsonl", data))]
-        )
-        assert up.status_code == 200, up.text
-    body = {"model_id": model["id"], "training_data_url": up.json()["url"], "config": {"batch_size": 1}}
-    kill_while_running(fresh_server, "/v1/preview/sft-training-jobs", body)
+    """An SFT job of 3,000 batches of one example (``long_sft_job``)."""
+    with fresh_server.client() as client:
+        job = long_sft_job(client, new_model(client, "kill").id, seed=17)
+    kill_while_running(fresh_server, job.id)
 
 
 def check_rl_job(fresh_server: LocalServer) -> None:
-    """An RL job over 64 groups of plain (logprob-free) trajectories."""
-    with fresh_server.http() as http:
-        model = create_model(http)
-
-    def trajectory(answer: str, reward: float) -> dict[str, Any]:
-        messages = [{"role": "user", "content": "reverse cat"}, {"role": "assistant", "content": answer}]
-        return {"messages_and_choices": messages, "reward": reward}
-
-    groups = [{"trajectories": [trajectory("tac" * 30, 1.0), trajectory("xyz" * 30, 0.0)]} for _ in range(64)]
+    """An RL job over 2,000 groups of two answers without logprobs (``tac`` rewarded 1, ``xyz`` 0,
+    each 30 times): about 500 gradient steps of 8 packed trajectories."""
+    with fresh_server.client() as client:
+        model = new_model(client, "kill")
+        pair = []
+        for answer, reward in (("tac" * 30, 1.0), ("xyz" * 30, 0.0)):
+            head, ids, _ = scored_answer(client, served(model, 0), "cat", answer)
+            made = choice(head, ids, None, answer)
+            pair.append({"messages_and_choices": [*prompt("cat"), made], "reward": reward})
     body = {
-        "model_id": model["id"],
-        "trajectory_groups": groups,
+        "model_id": model.id,
+        "trajectory_groups": [{"trajectories": pair} for _ in range(RL_GROUPS)],
         "experimental_config": {"allow_training_without_logprobs": True},
     }
-    kill_while_running(fresh_server, "/v1/preview/training-jobs", body)
+    with fresh_server.http() as http:
+        created = http.post("/v1/preview/training-jobs", json=body)
+        assert created.status_code == 200, created.text
+    kill_while_running(fresh_server, created.json()["id"])
 
 
 def test_kill_during_log_and_trace_ingest_loses_no_acknowledged_write(fresh_server: LocalServer) -> None:

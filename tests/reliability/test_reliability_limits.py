@@ -3,11 +3,12 @@ compressed bodies, huge integers (bugs the fuzzer found)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import socket
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -108,9 +109,29 @@ def test_malformed_gzip_otlp_body_is_400(server: LocalServer) -> None:
     assert error_shape_problem("/traces/otel", 400, r.json()) is None
 
 
+def gzip_bomb(inflated: int, chunk: int = 8 << 20) -> bytes:
+    """A gzip body of ``inflated`` zero bytes (no trailer: nothing reads that far), built from one
+    compressed chunk repeated: each chunk ends with a full flush, so every later one compresses to
+    the same bytes."""
+    deflate, zeros = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS), bytes(chunk)
+    first = deflate.compress(zeros) + deflate.flush(zlib.Z_FULL_FLUSH)
+    again = deflate.compress(zeros) + deflate.flush(zlib.Z_FULL_FLUSH)
+    return first + again * (inflated // chunk - 1)
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident memory (``VmHWM``), bytes."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
 def test_gzip_bomb_otlp_body_is_bounded(server: LocalServer) -> None:
-    """A small gzip body inflating past the body limit is refused (413), never inflated in memory."""
-    bomb = gzip.compress(b"\0" * (MAX_BODY_BYTES + (1 << 20)))
+    """A small gzip body inflating to 1 GiB, 16x the body limit, is refused (413) after inflating at
+    most the limit: the server's peak memory grows by far less than the bomb (whole, 1 GiB)."""
+    bomb = gzip_bomb(1 << 30)
+    assert len(bomb) < 2 * MAX_BODY_BYTES // 64  # about 1 MiB on the wire
+    assert server.proc is not None
+    before = peak_rss(server.proc.pid)
     with server.http() as http:
         r = http.post(
             "/traces/otel/v1/traces",
@@ -118,6 +139,7 @@ def test_gzip_bomb_otlp_body_is_bounded(server: LocalServer) -> None:
             headers={"Content-Encoding": "gzip", "Content-Type": "application/x-protobuf"},
         )
     assert r.status_code == 413, r.text
+    assert peak_rss(server.proc.pid) - before < 4 * MAX_BODY_BYTES  # 256 MiB, a quarter of the bomb
 
 
 def test_chat_limits_of_the_spec(server: LocalServer) -> None:

@@ -35,13 +35,12 @@ def chat(http: httpx.Client, **extra: Any) -> httpx.Response:
     return http.post("/v1/chat/completions", json={**body, **extra})
 
 
-def test_keys_are_stored_hashed_and_compared_in_constant_time(server: LocalServer) -> None:
+def test_keys_are_stored_hashed_and_looked_up_by_their_hash(server: LocalServer) -> None:
     key = server.new_user_key("hashed-key-owner")
     for db in server.data_dir.glob("*.db*"):
         assert key.encode() not in db.read_bytes(), db
     stored = {r["key_hash"] for r in rows(server.data_dir / "toolkit.db", "SELECT key_hash FROM api_keys")}
     assert users.hash_key(key) in stored
-    assert "hmac.compare_digest" in inspect.getsource(users.Users.authenticate)
     with server.http(key) as http:
         assert http.get("/v1/health").status_code == 200
     with server.http(key[:-1] + ("0" if key[-1] != "0" else "1")) as http:

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from training_helpers import new_model, served
+from training_helpers import answer_logprob, new_model, served
 
 from conftest import LocalServer
 from toolkit.client.sft_data import train_jsonl
@@ -168,24 +168,32 @@ async def test_gather_async_runs_the_async_rollout(server: LocalServer) -> None:
 
 
 def test_the_whole_loop_trains_and_serves_the_new_checkpoint(server: LocalServer) -> None:
+    """Rollouts from step 0 (every one answered), rewards that differ in each group, an RL job that
+    trains on all four groups, and step 1 served with its own weights: a fixed answer's logprob
+    changed."""
     client = server.client()
     model = new_model(client, "loop")
-
-    def rollout(word: str):  # type: ignore[no-untyped-def]
-        made = reverse.rollout(client, served(model, 0))(word)
-        choice = made.messages_and_choices[-1]
-        assert isinstance(choice, Choice)
-        made.reward = float((choice.token_ids or [0])[0] % 2)  # a reward with variance at step 0
-        return made
-
-    groups = gather(reverse.sample_words(4, seed=5), rollout, group_size=4, progress=False)
+    groups = gather(
+        reverse.sample_words(4, seed=5),
+        reverse.rollout(client, served(model, 0)),
+        group_size=4,
+        progress=False,
+    )
+    assert not any(g.exceptions for g in groups) and all(len(g.trajectories) == 4 for g in groups)
+    for g in groups:
+        for i, t in enumerate(g.trajectories):
+            t.reward = float(i % 2)
     job = client.training_jobs.create(
         model_id=model.id, trajectory_groups=groups, experimental_config={"learning_rate": 1e-4}
     )
     checkpoint = job.wait(progress=False)
-    assert checkpoint.step == 1
+    assert checkpoint.step == 1 and checkpoint.trained
+    assert checkpoint.metrics["data/step_num_groups_trainable"] == 4
+    assert checkpoint.metrics["data/step_num_gradient_steps"] >= 1
+    before, after = (answer_logprob(client, served(model, s), "cat", "tac") for s in (0, 1))
+    assert after != before
     again = gather(["cat"], reverse.rollout(client, served(model, 1)), group_size=2, progress=False)
-    assert len(again[0].trajectories) == 2
+    assert len(again[0].trajectories) == 2 and not again[0].exceptions
 
 
 def test_sft_data_from_trajectories_message_lists_and_files(tmp_path: Path) -> None:

@@ -16,10 +16,13 @@ from agent_support import (
     Reply,
     ScriptedChat,
     call_then_answer,
+    completion,
     faulty_calls,
 )
 
+from toolkit.client._observe import observe
 from toolkit.rollouts import Agent, AsyncAgent, RolloutTimeout, policy_version
+from toolkit.types.chat import ChatCompletion
 from toolkit.types.training import Choice, Trajectory
 
 
@@ -146,14 +149,42 @@ def test_gather_groups_episodes_and_records_failed_rollouts() -> None:
     assert [t.reward for g in groups for t in g.trajectories] == [1.0] * 6
 
 
+SLOW = 5.0  # seconds the second model call takes
+
+
+class SlowSecondAnswer(ScriptedChat):
+    """Answers a conversation's first turn at once and its second after ``SLOW`` s; counts the
+    answers it gave."""
+
+    def __init__(self) -> None:
+        super().__init__(call_then_answer)
+        self.answered = 0
+
+    def create(self, **request: Any) -> ChatCompletion:
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+
+        def answer() -> ChatCompletion:
+            time.sleep(SLOW if turn else 0.0)
+            with self.lock:
+                self.answered += 1
+            return completion(self.script(request["messages"]), turn)
+
+        return observe(request, answer)
+
+
 def test_a_rollout_past_its_timeout_fails_alone() -> None:
-    slow = Agent(ScriptedChat(call_then_answer, delay=0.4), "m", Lookup, timeout=0.6)  # type: ignore[arg-type]
+    """The rollout's 0.6 s cut its second model call: it failed while that call had not answered,
+    long before the call's end (the bound leaves seconds for a busy machine)."""
+    chat = SlowSecondAnswer()
+    slow = Agent(chat, "m", Lookup, timeout=0.6)  # type: ignore[arg-type]
     started = time.monotonic()
     with pytest.raises(RolloutTimeout, match=r"^the rollout took longer than 0.6 s$"):
-        slow.rollout("abc")  # the second model call would end at 0.8 s
-    assert time.monotonic() - started < 0.75
+        slow.rollout("abc")
+    assert chat.answered == 1  # the second answer never came
+    assert time.monotonic() - started < SLOW - 1
     groups = slow.gather(["abc"], group_size=2, progress=False, raise_on_all_failed=False)
     assert groups[0].trajectories == [] and "RolloutTimeout" in groups[0].exceptions[0].type
+    assert len(groups[0].exceptions) == 2
 
 
 class Slow(Lookup):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import base64
-import json
 import sqlite3
-import time
 import uuid
 from typing import Any
 
 import httpx
 import pytest
+from training_helpers import long_sft_job, new_model, wait_for_event
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base models (toolkit.server.engine.model)
 RANDOM_NAME = "toolkit/tiny-random-1m"
@@ -68,38 +67,21 @@ def test_system_check_shape(http: httpx.Client) -> None:
 
 
 def test_system_check_counts_a_training_worker_as_alive(server: Any, http: httpx.Client) -> None:
-    """While the job worker trains (no ping can be answered), its progress makes it alive."""
-    model = http.post(
-        "/v1/preview/models",
-        json={"project": "p", "name": f"busy-{uuid.uuid4().hex[:8]}", "base_model": BUILTIN_NAME},
-    ).json()
-    lines = [
-        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]}
-        for i in range(400)
-    ]
-    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    artifact = http.post(
-        "/v1/preview/artifacts", data={"project": "p"}, files=[("files", ("train.jsonl", data))]
-    ).json()
-    job = http.post(
-        "/v1/preview/sft-training-jobs",
-        json={"model_id": model["id"], "training_data_url": artifact["url"], "config": {"batch_size": 1}},
-    ).json()
-    try:
-        events = f"/v1/preview/training-jobs/{job['id']}/events"
-        while not any(
-            e["type"] == "gradient_step" for e in http.get(events, params={"limit": 5}).json()["data"]
-        ):
-            time.sleep(0.05)
-        r = http.get("/v1/system-check")
-        assert (r.status_code, r.json()["cpu_queue"]["success"], r.json()["cpu_queue"]["error"]) == (
-            200,
-            True,
-            None,
-        )
-        assert http.get(f"/v1/preview/training-jobs/{job['id']}").json()["status"] == "running"
-    finally:
-        http.post(f"/v1/preview/training-jobs/{job['id']}/cancel")
+    """While the job worker trains (no ping can be answered), its progress makes it alive. The job
+    (3,000 batches) runs for minutes after its first step: it is still running when checked."""
+    with server.client() as client:
+        job = long_sft_job(client, new_model(client, "busy").id, seed=3)
+        try:
+            wait_for_event(client, job.id, "gradient_step")
+            r = http.get("/v1/system-check")
+            assert (r.status_code, r.json()["cpu_queue"]["success"], r.json()["cpu_queue"]["error"]) == (
+                200,
+                True,
+                None,
+            )
+            assert client.training_jobs.retrieve(job.id).status == "running"
+        finally:
+            client.training_jobs.cancel(job.id)
 
 
 def test_served_models_list(http: httpx.Client) -> None:

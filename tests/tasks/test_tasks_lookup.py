@@ -72,7 +72,23 @@ def test_the_reward_needs_the_tool_result_the_exact_code_and_the_end_of_turn() -
 
 
 def test_an_answer_cut_by_max_tokens_scores_nothing() -> None:
-    trajectory = episode(lambda messages: {"content": "417"}, lookup.Scenario("kfz", "417"))
-    last = trajectory.choices()[-1]
-    last.finish_reason = "length"
-    assert lookup.answer(trajectory) is None
+    """The right key called and the right code answered, but the answer ran into ``max_tokens``
+    (``finish_reason`` "length"): no answer, reward 0."""
+
+    class CutAnswers(ScriptedChat):
+        def create(self, **request: Any) -> Any:
+            made = super().create(**request)
+            if not made.choices[0].message.tool_calls:
+                made.choices[0].finish_reason = "length"
+            return made
+
+    def script(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return (
+            {"content": "417"} if messages[-1]["role"] == "tool" else {"calls": [("get", '{"key": "kfz"}')]}
+        )
+
+    agent = Agent(CutAnswers(script), "m", lookup.CodeLookup, max_turns=3)  # type: ignore[arg-type]
+    made = agent.rollout(lookup.Scenario("kfz", "417"))
+    assert made.choices()[-1].finish_reason == "length" and made.choices()[-1].message.content == "417"
+    assert lookup.answer(made) is None
+    assert made.reward == 0.0 and made.metrics["called"] is True and made.metrics["correct"] is False

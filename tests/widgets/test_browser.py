@@ -5,8 +5,9 @@ against the test server, runs all cells (displaying a widget starts it), clicks 
 (launch a job and watch it end, compare two checkpoints, open a trace and give feedback with its
 icon buttons, read a run's RL health, compare two runs and chat with their checkpoints, open a
 stored rollout as a chat and follow its prompt across steps), asserts on
-what is rendered, and saves a screenshot of each widget under docs/screenshots/, then of four of them
-again in JupyterLab's dark theme (``*-dark.png``).
+what is rendered, and saves a screenshot of each widget, then of four of them again in JupyterLab's
+dark theme (``*-dark.png``): into a temporary folder, or into docs/screenshots/ (the ones the docs
+show) when ``TOOLKIT_UPDATE_SCREENSHOTS=1``.
 
 Needs Debian's chromium (``apt-get install -y chromium``) and the ``playwright`` package (dev extra);
 Playwright's own browser download is not used.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -39,7 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 LAB_START_TIMEOUT = 60.0
 JOB_TIMEOUT_MS = 120_000
 DRAW_TIMEOUT_MS = 30_000  # a swapped-in figure widget can take seconds to draw on a loaded machine
@@ -226,19 +228,30 @@ def chromium() -> str:
     return path
 
 
-def test_widgets_render_and_work_in_jupyterlab(chromium: str, lab: str) -> None:
+def screenshot_folder(tmp_path: Path) -> Path:
+    """docs/screenshots with ``TOOLKIT_UPDATE_SCREENSHOTS=1`` (refreshing the docs' images), else a
+    temporary folder: a test run leaves the tracked files alone."""
+    folder = DOCS_SCREENSHOTS if os.environ.get("TOOLKIT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_widgets_render_and_work_in_jupyterlab(chromium: str, lab: str, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shots = screenshot_folder(tmp_path)
     errors: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            content = drive(browser.new_page(viewport={"width": 1400, "height": 2400}), lab, errors)
+            content = drive(browser.new_page(viewport={"width": 1400, "height": 2400}), lab, errors, shots)
         finally:
             browser.close()
     assert "Error displaying widget" not in content
     assert errors == []
+    docs = (DOCS_SCREENSHOTS.parent / "widgets.md").read_text()
+    shown = set(re.findall(r"\(screenshots/([\w-]+\.png)\)", docs))
+    assert shown and shown <= {p.name for p in shots.glob("*.png")}  # every image the docs show
 
 
 def assert_font_awesome(icon: Any) -> None:
@@ -247,7 +260,7 @@ def assert_font_awesome(icon: Any) -> None:
     assert glyph[0] not in ("none", "normal", "") and "Font Awesome" in glyph[1], glyph
 
 
-def drive(page: Any, lab: str, errors: list[str]) -> str:
+def drive(page: Any, lab: str, errors: list[str], shots: Path) -> str:
     """Run the notebook, click through the widgets, save screenshots; returns the final page HTML."""
     from playwright.sync_api import expect
 
@@ -339,10 +352,10 @@ def drive(page: Any, lab: str, errors: list[str]) -> str:
     content = page.content()
     for name in WIDGETS:
         cell[name].scroll_into_view_if_needed()
-        cell[name].screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        cell[name].screenshot(path=str(shots / f"{name}.png"))
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
     for name in DARK:
         cell[name].scroll_into_view_if_needed()
-        cell[name].screenshot(path=str(SCREENSHOTS / f"{name}-dark.png"))
+        cell[name].screenshot(path=str(shots / f"{name}-dark.png"))
     return content

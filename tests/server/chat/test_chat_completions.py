@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -225,12 +226,18 @@ def test_usage_is_recorded_per_project_and_model(server: LocalServer) -> None:
 
 
 def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) -> None:
-    body = {"messages": USER, "max_tokens": 200, "ignore_eos": True, "stream": True}
+    """Health answers, and says a sequence is running, while a stream of 1,000 tokens decodes (it
+    is not read meanwhile; the server keeps decoding)."""
+    body = {"messages": USER, "max_tokens": 1000, "ignore_eos": True, "stream": True}
     with server.http() as client, client.stream("POST", "/v1/chat/completions", json=body) as stream:
         events = (line for line in stream.iter_lines() if line.startswith("data: "))
         assert '"role"' in next(events) and '"role"' not in next(events)  # decoding has begun
+        deadline = time.monotonic() + 60
+        while (r := http.get("/v1/health")).json()["models"][0]["running"] < 1:
+            assert time.monotonic() < deadline, r.json()  # a snapshot from before its first step
         for _ in range(3):
-            assert http.get("/v1/health").status_code == 200
+            r = http.get("/v1/health")
+            assert r.status_code == 200 and r.json()["models"][0]["running"] >= 1, r.json()
         rest = list(events)
     assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2]
 
@@ -255,5 +262,12 @@ def test_client_sync_async_and_trainable_choice(server: LocalServer) -> None:
 
 async def test_async_client_create(server: LocalServer) -> None:
     async with server.async_client() as client:
-        completion = await client.chat.completions.create(messages=USER, max_tokens=3, seed=2)
-    assert completion.usage.completion_tokens >= 1
+        completion = await client.chat.completions.create(
+            messages=USER, max_tokens=3, seed=2, temperature=1.0, ignore_eos=True
+        )
+    with server.client() as client:
+        same = client.chat.completions.create(
+            messages=USER, max_tokens=3, seed=2, temperature=1.0, ignore_eos=True
+        )
+    assert completion.usage.completion_tokens == 3
+    assert completion.choices[0].message.content == same.choices[0].message.content

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,13 +17,17 @@ from conftest import LocalServer
 from toolkit.server.engine.model import ensure_builtin
 
 USER = [{"role": "user", "content": "hi"}]
+LONG = 32768  # tokens: the blocker below would take tens of seconds to end by itself
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Hugging Face model folder on disk: the built-in model's files, greedy by default."""
+    """A Hugging Face model folder on disk: the built-in model's files, greedy by default, with a
+    context long enough for a request that holds the engine's slot for as long as a test needs."""
     spec = ensure_builtin(tmp_path_factory.mktemp("hf"))
     (spec.folder / "generation_config.json").write_text(json.dumps({"temperature": 0.0, "max_new_tokens": 6}))
+    config = json.loads((spec.folder / "config.json").read_text())
+    (spec.folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": LONG}))
     return spec.folder
 
 
@@ -36,6 +41,10 @@ def flagged(tmp_path_factory: pytest.TempPathFactory, folder: Path) -> Iterator[
 
 
 def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
+    """A stream holds the only slot until the three requests wait in the engine (health says so),
+    then disconnects, which frees the slot; each of them then runs 200 tokens alone, so the order
+    their clients get their answers in is the order the engine admitted them (a client's scheduling
+    jitter is far below one answer's service time)."""
     finished: list[str] = []
     lock = threading.Lock()
 
@@ -43,28 +52,33 @@ def test_lower_priority_values_are_served_first(flagged: LocalServer) -> None:
         with flagged.http(timeout=600) as http:  # waits behind the blocker, long on a loaded machine
             r = http.post(
                 "/v1/chat/completions",
-                json={"messages": USER, "max_tokens": 10, "ignore_eos": True, "priority": priority},
+                json={"messages": USER, "max_tokens": 200, "ignore_eos": True, "priority": priority},
             )
             assert r.status_code == 200, r.text
         with lock:
             finished.append(name)
 
+    workers = [threading.Thread(target=run, args=(f"p{p}", p)) for p in (9, 5, -3)]
     with (
         flagged.http(timeout=600) as http,
         http.stream(
             "POST",
             "/v1/chat/completions",
-            json={"messages": USER, "max_tokens": 900, "ignore_eos": True, "stream": True},
+            json={"messages": USER, "max_tokens": LONG - 100, "ignore_eos": True, "stream": True},
         ) as blocker,
     ):
-        lines = blocker.iter_lines()
-        next(line for line in lines if line.startswith("data:"))  # the blocker holds the only slot
-        workers = [threading.Thread(target=run, args=(f"p{p}", p)) for p in (9, 5, -3)]
+        lines = blocker.iter_lines()  # kept: closing it would disconnect the blocker now
+        next(line for line in lines if line.startswith("data:"))
+        deadline = time.monotonic() + 120
+        while (state := http.get("/v1/health").json()["models"][0])["running"] < 1:
+            assert time.monotonic() < deadline, state  # the snapshot of its admission step
+            time.sleep(0.01)
         for w in workers:
             w.start()
-            w.join(0.05)  # all three wait behind the blocker (their order of arrival does not matter)
-        for _ in lines:
-            pass
+        while (state := http.get("/v1/health").json()["models"][0])["waiting"] < 3:
+            assert state["running"] == 1, "the blocker ended before the three requests arrived"
+            assert time.monotonic() < deadline, state
+            time.sleep(0.01)
     for w in workers:
         w.join()
     assert finished == ["p-3", "p5", "p9"]

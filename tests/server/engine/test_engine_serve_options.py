@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
+import pytest
 import yaml
 from model_folders import write_adapter, write_folder
 
@@ -19,28 +22,35 @@ from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.runner import Runner
 
 RANK = 64  # two adapters of this rank on the small Qwen3 take more than 1 MiB, one less
+MIB = 2**20
 
 
-def chat(http: httpx.Client, model: str) -> None:
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+def chat(http: httpx.Client, model: str) -> int:
+    """One answer of one token (it finishes in the engine step that admits it); its prompt tokens."""
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
     r = http.post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
+    return int(r.json()["usage"]["prompt_tokens"])
 
 
-def resident(http: httpx.Client) -> int:
+def health(http: httpx.Client) -> dict[str, Any]:
     (base,) = http.get("/v1/health").json()["models"]
     assert base["name"] == "qwen3"
-    return int(base["adapters"])
+    return cast(dict[str, Any], base)
 
 
-def test_a_config_file_serves_its_adapters_under_the_command_lines_lora_cap(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, int]]:
+    """A server of a config file naming the base and two adapters (and a 4,096 MiB LoRA cap), with
+    ``--max-lora-memory 1`` on the command line; and the bytes of one adapter slot of rank 64."""
+    tmp_path = tmp_path_factory.mktemp("serve")
     base = tmp_path / "qwen3"
     write_folder(base, "qwen3")
     adapters = {name: tmp_path / name for name in ("a1", "a2")}
     for i, folder in enumerate(adapters.values()):
         write_adapter(base, folder, seed=20 + i, r=RANK)
     stack = Runner(load_model(from_folder(base)), 64, lora_bytes=0).adapters
-    assert stack is not None and stack.slot_bytes(RANK) < 2**20 < 2 * stack.slot_bytes(RANK)
+    assert stack is not None and stack.slot_bytes(RANK) < MIB < 2 * stack.slot_bytes(RANK)
     config = tmp_path / "serve.yaml"
     options = {
         "base-model": [f"{base}=qwen3"],
@@ -54,16 +64,37 @@ def test_a_config_file_serves_its_adapters_under_the_command_lines_lora_cap(tmp_
     server = LocalServer(tmp_path / "data", extra_args=args).start()
     try:
         with server.http() as http:
-            names = {card["id"] for card in http.get("/v1/models").json()["data"]}
-            assert {"qwen3", "a1", "a2"} <= names
-            chat(http, "a1")
-            assert resident(http) == 1
-            chat(http, "a2")
-            assert resident(http) == 1  # a1, idle, left to make room: 1 MiB holds one
-            chat(http, "a1")
-            assert resident(http) == 1
+            yield http, stack.slot_bytes(RANK)
     finally:
         server.stop()
+
+
+def test_a_config_file_serves_its_adapters_under_the_command_lines_lora_cap(
+    served: tuple[httpx.Client, int],
+) -> None:
+    """``adapter_bytes`` is the stack: slot 0 (zeros, the base's rows) and the resident adapters'
+    slots; under the file's 4,096 MiB both adapters would stay, in a stack of 4 slots."""
+    http, slot = served
+    names = {card["id"] for card in http.get("/v1/models").json()["data"]}
+    assert {"qwen3", "a1", "a2"} <= names
+    for model in ("a1", "a2", "a1"):  # each one makes the other, idle, leave: 1 MiB holds one
+        chat(http, model)
+        state = health(http)
+        assert state["loaded"] and state["adapters"] == 1, state
+        assert state["adapter_bytes"] == 2 * slot and state["adapter_bytes"] - slot <= MIB, state
+
+
+def test_health_never_reports_a_state_older_than_an_answer_received(served: tuple[httpx.Client, int]) -> None:
+    """Read-your-writes, many times: each one-token answer's prompt tokens are already counted in the
+    next health read, its adapter resident, nothing running (the engine refreshes its snapshot
+    before it sends a ``Finished``; it used to publish it after, and a busy machine read the old one)."""
+    http, _ = served
+    counted = health(http)["prompt_tokens"]
+    for i in range(40):
+        counted += chat(http, ("a1", "a2", "qwen3")[i % 3])
+        state = health(http)
+        assert state["prompt_tokens"] == counted, (i, state)
+        assert state["loaded"] and state["adapters"] == 1 and state["running"] == 0, (i, state)
 
 
 def test_a_hub_id_that_cannot_be_downloaded_fails_in_one_line(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import httpx
 import pytest
 from traces_helpers import end, ids, jsonl, new_id, new_project, query, start
@@ -111,8 +113,12 @@ def test_body_without_content_type_is_json(tr: httpx.Client, project: str) -> No
     import json
 
     cid = new_id()
-    r = tr.post("/call/start", content=json.dumps({"start": start(project, cid)}).encode())
-    assert r.status_code == 200
+    sent = start(project, cid, op="no-content-type", inputs={"x": [1, "two"]})
+    r = tr.post("/call/start", content=json.dumps({"start": sent}).encode())
+    assert r.status_code == 200 and "content-type" not in r.request.headers
+    call = tr.post("/call/read", json={"project_id": project, "id": cid}).json()["call"]
+    assert (call["op_name"], call["inputs"]) == (sent["op_name"], sent["inputs"])
+    assert datetime.fromisoformat(call["started_at"]) == datetime.fromisoformat(sent["started_at"])
 
 
 def test_bad_input_answers_in_weave_shape(tr: httpx.Client, project: str) -> None:

@@ -5,6 +5,7 @@ rewards that must never make NaN weights."""
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -206,9 +207,13 @@ def test_every_config_key_trains(server: LocalServer) -> None:
     job = client.training_jobs.create(
         model_id=model.id, trajectory_groups=[group], experimental_config=config
     )
-    job.wait(progress=False)
+    checkpoint = job.wait(progress=False)
     steps = [e.data for e in job_events(client, job.id) if e.type == "gradient_step"]
     assert len(steps) == 1  # both trajectories fit in 80 tokens
+    assert (
+        math.isfinite(steps[0]["loss"]) and math.isfinite(steps[0]["grad_norm"]) and steps[0]["grad_norm"] > 0
+    )
+    assert checkpoint.trained and checkpoint.metrics["data/step_num_gradient_steps"] == 1
     assert steps[0]["learning_rate"] == pytest.approx(2e-4)  # lr x 2 trajectories ** 1
     assert steps[0]["kl_policy_ref"] == pytest.approx(0.0, abs=1e-6)  # policy == reference (step 0)
     assert steps[0]["loss/importance_ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # recomputed logprobs

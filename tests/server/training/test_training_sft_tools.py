@@ -181,9 +181,9 @@ def test_bad_tool_data_fails_at_upload_with_its_line(
     assert r.json()["detail"] == [{"loc": ["body", "train.jsonl", 3], "msg": message, "type": "value_error"}]
 
 
-def test_the_job_reads_lines_with_the_same_checks() -> None:
-    """The job parses its file with the same function as the upload (a file changed on disk in between
-    fails the job with the line)."""
+def test_the_jobs_parser_applies_the_uploads_checks() -> None:
+    """``iter_conversations``, which the job parses its file with, raises the upload's errors with the
+    line (a job failing so on a file changed on disk: the next test)."""
     data = jsonl(OPENAI, BAD[0][0])
     with pytest.raises(TrainingDataError, match=r"^train.jsonl, line 2: message 3: a tool message for call"):
         list(iter_conversations("train.jsonl", data))

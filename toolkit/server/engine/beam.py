@@ -69,7 +69,7 @@ class BeamJob:
             self.cache.gather([p for _, p in kept], length)
 
     def step(self) -> bool:
-        """Advance every live beam by one token; True once finished (results emitted)."""
+        """Advance every live beam by one token; True once finished (then :meth:`finish` emits)."""
         if self.beams and len(self.beams[0].tokens) < self.max_steps:
             position = len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
             logits = self.runner.decode(
@@ -80,10 +80,10 @@ class BeamJob:
             )
             self._expand(logits.cpu())
             return False
-        self._finish()
         return True
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """Emit the best ``width`` beams' results."""
         best = sorted(self.completed + self.beams, key=self._score, reverse=True)[: self.width]
         p = self.params
         for index, beam in enumerate(best):

@@ -49,7 +49,8 @@ NOISE_THREADS = 8
 
 @dataclass(frozen=True)
 class EngineStatus:
-    """A snapshot of what the engine holds (refreshed by its thread after each step)."""
+    """A snapshot of what the engine holds, refreshed by its thread after each step and before it
+    emits any ``Finished``: a client that got an answer never reads an older state."""
 
     loaded: bool
     device: str
@@ -252,6 +253,9 @@ class Engine:
             self._threads(job.runner, job.width)
             if job.req.cancelled or job.step():
                 self._end_beam(job)
+                if not job.req.cancelled:
+                    self._refresh_status()  # before its answer, as in _advance
+                    job.finish()
         self._refresh_status()
 
     def _fail(self, admitted: list[tuple[Request, Route]], exc: Exception) -> None:
@@ -381,15 +385,20 @@ class Engine:
         return logits if self.sample_on_device else logits.cpu()
 
     def _advance(self, batch: Batch, seqs: list[Sequence], step: StepResult) -> None:
+        done: list[Sequence] = []
         for i, seq in enumerate(seqs):
             token = step.tokens[i]
             if step.logprobs is not None and seq.logprobs is not None and step.top is not None:
                 seq.logprobs.append((step.logprobs[i], step.top[i]))
             if self._append(seq, token):
                 batch.remove(seq)
-                self._finish(seq)
+                done.append(seq)
             elif seq.req.stream:
                 self._stream(seq)
+        if done:  # the health snapshot is never older than an answer already sent
+            self._refresh_status()
+        for seq in done:
+            self._finish(seq)
 
     def _append(self, seq: Sequence, token: int) -> bool:
         """Add a sampled token; True if the sequence is now finished."""
