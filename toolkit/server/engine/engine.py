@@ -110,6 +110,10 @@ class Engine:
         self._inbox: list[Request] = []
         self._wake = threading.Condition()
         self._stopping = False
+        self._live: dict[int, Request] = {}
+        self._live_lock = threading.Lock()
+        # test-only: while this file exists the scheduler does nothing (a stall made on purpose)
+        self._pause_file = os.environ.get("TOOLKIT_ENGINE_PAUSE_FILE")
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own
         self.sample_on_device = device_sampling() if sample_on_device is None else sample_on_device
@@ -162,14 +166,20 @@ class Engine:
     # ------------------------------------------------------------------ event-loop side
 
     def submit(self, req: Request) -> asyncio.Queue[Event]:
-        """Queue ``req``; its events arrive on the returned queue of the calling event loop."""
+        """Queue ``req``; its events arrive on the returned queue of the calling event loop. The
+        caller hands it back with :meth:`release` when it stops listening."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def sink(event: Event) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, event)
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, event)
+            except RuntimeError:  # that loop has closed: nobody listens any more
+                req.cancelled = True
 
         req.sink = sink
+        with self._live_lock:
+            self._live[id(req)] = req
         with self._wake:
             self._inbox.append(req)
             self._wake.notify()
@@ -177,6 +187,47 @@ class Engine:
 
     def cancel(self, req: Request) -> None:
         req.cancelled = True
+
+    def release(self, req: Request, *, cancel: bool) -> None:
+        """The caller of :meth:`submit` stopped listening (``cancel``: before the end, so the engine
+        drops the request and frees its slots)."""
+        if cancel:
+            req.cancelled = True
+        with self._live_lock:
+            self._live.pop(id(req), None)
+
+    def live(self) -> list[Request]:
+        """The requests submitted and not yet released (for the server's watchdog)."""
+        with self._live_lock:
+            return list(self._live.values())
+
+    def describe(self) -> list[str]:
+        """The scheduler's state in words, one line per request it holds (read from another thread:
+        a best-effort snapshot, for the watchdog's warning)."""
+        now = time.monotonic()
+        place: dict[int, str] = {}
+        for req in list(self._inbox):
+            place[id(req)] = "inbox"
+        for req in list(self._waiting):
+            place[id(req)] = "waiting"
+        for key, batch in list(self._batches.items()):
+            for seq in list(batch.seqs):
+                place[id(seq.req)] = f"running on {key}"
+        for job in list(self._beams):
+            place[id(job.req)] = "beam search"
+        lines = [
+            f"engine {self.spec.name}: thread alive {self._thread.is_alive()}, inbox {len(self._inbox)}, "
+            f"waiting {len(self._waiting)}, running {self._running()}, batches {list(self._batches)}, "
+            f"status {self.status}"
+        ]
+        for req in self.live():
+            lines.append(
+                f"  request {req.id} ({req.weights.key}): {place.get(id(req), 'not held by the engine')}, "
+                f"age {now - req.arrival:.1f} s, events sent {req.emitted} (last "
+                f"{_ago(now, req.emitted_at)}), taken {req.received} (last {_ago(now, req.received_at)}), "
+                f"cancelled {req.cancelled}"
+            )
+        return lines
 
     # ------------------------------------------------------------------ scheduler thread
 
@@ -194,11 +245,16 @@ class Engine:
                     return
                 self._waiting.extend(self._inbox)
                 self._inbox.clear()
+            while self._pause_file and os.path.exists(self._pause_file) and not self._stopping:
+                time.sleep(0.05)
             try:
                 self._iterate()
             except Exception as exc:  # never let one bad step kill the engine
                 log.exception("engine step failed")
-                self._fail_all(exc)
+                try:
+                    self._fail_all(exc)
+                except Exception:
+                    log.exception("failing the running requests failed")
 
     def _iterate(self) -> None:
         self._waiting = [r for r in self._waiting if not r.cancelled]
@@ -475,6 +531,10 @@ def _prompt_logprobs(logits: Tensor, prompt: list[int], k: int) -> list[PromptLo
         )
         out.append(PromptLogprob(token, float(chosen[pos]), int(ranks[pos]), top))
     return out
+
+
+def _ago(now: float, at: float | None) -> str:
+    return "never" if at is None else f"{now - at:.1f} s ago"
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
