@@ -179,6 +179,9 @@ class Soak:
         self.in_rollouts = threading.Event()
         self.stalls_before = 0  # watchdog counts of the earlier server processes
         self.kill_reports: list[str] = []
+        self.job_note = ""  # what became of the job running at the latest kill
+        self.rounds_after_kill = 0  # whole rounds of rollouts since the latest kill
+        self.answered_at_kill = 0
         self.failures: list[str] = []
         self.started = time.monotonic()
         self.rss_start = 0  # after the first round (the base model and the first adapters loaded)
@@ -194,7 +197,9 @@ class Soak:
         reached = (
             self.chat_count() >= self.size.requests or time.monotonic() - self.started > self.size.seconds
         )
-        return self.stop.is_set() or (reached and len(self.kill_reports) >= self.args.kills)
+        kills = self.args.kills
+        kills_done = len(self.kill_reports) >= kills and (not kills or self.rounds_after_kill > 0)
+        return self.stop.is_set() or (reached and kills_done)
 
     def client(self) -> tk.Client:
         client = tk.Client(self.server.url, self.server.key, timeout=self.args.client_timeout, max_retries=0)
@@ -281,6 +286,8 @@ class Soak:
                 if not self.rss_start and self.up.is_set():
                     self.rss_start = self.server.rss()
                 whole = [g for g in groups if len(g.trajectories) >= 2]
+                if groups and not any(g.exceptions for g in groups):
+                    self.rounds_after_kill += 1
                 if whole:
                     self.groups[model["id"]] = whole
                     self.log(model["id"], whole)
@@ -457,6 +464,8 @@ class Soak:
             self.stalls_before += self.server.stalls()
         running = self.running_job
         self.up.clear()
+        self.rounds_after_kill = 0
+        self.answered_at_kill = len(self.stats.latencies)
         self.server.kill()
         problems = [
             f"{db}: {r}"
@@ -473,7 +482,7 @@ class Soak:
         report = (
             f"kill {n} during {what}: {len(traces)} trace batches, {sum(logged.values())} logged "
             f"trajectories, {len(checkpoints)} checkpoints checked"
-            + (f", job {running} failed with its event" if running and not problems else "")
+            + (f", {self.job_note}" if running else "")
             + (f"; PROBLEMS: {problems}" if problems else ": ok")
         )
         print(report, flush=True)
@@ -516,7 +525,8 @@ class Soak:
                 state = http.get(f"/v1/preview/training-jobs/{job}").json()
                 events = all_events(http, job)
                 last = events[-1] if events else None
-                if state["status"] == "running" or (
+                self.job_note = f"the job running: {state['status']}, last event {last}"
+                if state["status"] not in ("failed", "succeeded") or (
                     state["status"] == "failed" and last != "training_failed"
                 ):
                     problems.append(f"job {job} after the kill: {state['status']}, last event {last}")
@@ -664,6 +674,9 @@ def main() -> int:
         f"health after: {health}"
     )
     print(f"kills: {len(soak.kill_reports)}, failed checks: {len(soak.failures)}")
+    if args.kills:
+        after = len(s.latencies) - soak.answered_at_kill
+        print(f"after the last kill: {soak.rounds_after_kill} whole rounds, {after} answered chat requests")
     for problem in soak.failures:
         print(f"- FAILED: {problem}")
     return 1 if soak.failures or health != 200 else 0
