@@ -27,7 +27,7 @@ async def generate(chat: ChatContext, prep: Prepared) -> AsyncIterator[Event]:
                     raise NotFound(f"The model `{prep.model}` does not exist.", param="model")
                 raise EngineError("Internal server error")
             if isinstance(event, Finished):
-                remaining -= 1
+                remaining = 0 if event.last else remaining - 1
             yield event
     finally:
         engine.release(prep.job, cancel=remaining > 0)
