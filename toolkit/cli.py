@@ -72,7 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
             enable_prefix_caching=args.enable_prefix_caching,
             inference_url=args.inference_url,
             inference_api_key=args.inference_api_key,
-            request_timeout=args.request_timeout or None,
+            request_timeout=args.request_timeout,
             stall_warning_seconds=args.stall_warning_seconds,
         )
         serve(settings)

@@ -78,7 +78,7 @@ async def chat_completions(
         body = {**body, "request_id": header_id}
     if not parse_request(body).stream:
         work = create_chat_completion(chat, user, body, project)
-        completion = await within_limits(request, chat.request_timeout, work)
+        completion = await within_limits(request, chat.request_timeout or None, work)
         return JSONResponse(completion.model_dump(mode="json"))
     chunks = stream_chat_completion(chat, user, body, project)
     try:
