@@ -514,12 +514,14 @@ class Soak:
                     problems.append(
                         f"model {model_id}: {stored} logged trajectories stored, {count} acknowledged"
                     )
-            steps: dict[str, set[int]] = {}
+            steps: dict[str, dict[int, bool]] = {}
             for model_id, step in checkpoints:
                 if model_id not in steps:
                     steps[model_id] = checkpoint_steps(http, model_id)
                 folder = self.server.data_dir / "checkpoints" / model_id / f"step{step}"
-                if step not in steps[model_id] or not (folder / "adapter_model.safetensors").exists():
+                # a job that changed no weight (every group's rewards equal) writes a step without files
+                files = (folder / "adapter_model.safetensors").exists() or not steps[model_id].get(step)
+                if step not in steps[model_id] or not files:
                     problems.append(f"checkpoint {model_id} step {step} lost")
             if job is not None:
                 state = http.get(f"/v1/preview/training-jobs/{job}").json()
@@ -577,13 +579,14 @@ def rows(db: Path, sql: str, *args: object) -> int:
         conn.close()
 
 
-def checkpoint_steps(http: httpx.Client, model_id: str) -> set[int]:
-    steps: set[int] = set()
+def checkpoint_steps(http: httpx.Client, model_id: str) -> dict[int, bool]:
+    """Every checkpoint step of the model, and whether its job changed weights (it has files)."""
+    steps: dict[int, bool] = {}
     after = None
     while True:
         params: dict[str, Any] = {"limit": 100, **({"after": after} if after else {})}
         page = http.get(f"/v1/preview/models/{model_id}/checkpoints", params=params).json()
-        steps |= {c["step"] for c in page["data"]}
+        steps |= {c["step"]: bool(c.get("trained")) for c in page["data"]}
         if not page["has_more"]:
             return steps
         after = page["last_id"]
