@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import random
+import signal
 import socket
 import sqlite3
 import statistics
@@ -631,6 +632,7 @@ def main() -> int:
     for name in ("requests", "seconds", "concurrency"):
         if getattr(args, name) is not None:
             setattr(size, name, getattr(args, name))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that the server is stopped too
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="toolkit-soak-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     server = Server(data_dir, free_port(), ["--stall-warning-seconds", str(args.stall_warning_seconds)])
