@@ -1,5 +1,6 @@
-"""The watchdog: a thread that notices a chat request making no progress (no event sent by its
-engine, none taken by its handler, since ``stall_seconds``) and logs one warning for it, with every
+"""The watchdog: a thread that notices a chat request making no progress (no token sampled, no event
+sent by its engine nor taken by its handler, and, while it waits for admission, no step of its
+engine, for ``stall_seconds``) and logs one warning for it, with every
 thread's stack, the engines' and schedulers' state and whether the event loop still answers, then
 counts it (``stalls`` in ``/v1/health``)."""
 
@@ -50,15 +51,15 @@ class Watchdog:
         stalled = []
         for engine in self.served.engines:
             for req in engine.live():
-                key = (id(req), req.progressed_at)
+                key = (id(req), engine.progressed_at(req))
                 live.add(key)
                 if now - key[1] >= self.stall_seconds and key not in self._reported:
-                    stalled.append(req)
+                    stalled.append((req, key[1]))
                     self._reported.add(key)
         self._reported &= live
         if stalled:
             self.stalls += len(stalled)
-            names = ", ".join(f"{r.id} ({now - r.progressed_at:.0f} s)" for r in stalled)
+            names = ", ".join(f"{r.id} ({now - at:.0f} s)" for r, at in stalled)
             log.warning(
                 "stall: %d chat request(s) without progress for %g s or more: %s\n%s\n%s\n%s",
                 len(stalled),

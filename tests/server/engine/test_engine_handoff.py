@@ -107,3 +107,24 @@ async def test_submitted_requests_are_live_until_released(spec: BaseModelSpec) -
         assert engine.live() == [] and not req.cancelled
     finally:
         engine.stop()
+
+
+async def test_decoding_a_non_streamed_request_is_progress(spec: BaseModelSpec) -> None:
+    """A non-streamed request sends no event between its start and its end: each token sampled for
+    it is its progress (what the watchdog reads), and a queued one moves with its engine."""
+    engine = Engine.for_model(spec)
+    engine.start()
+    try:
+        params = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
+        req = Request("quiet", Weights("base"), engine.codec.encode("hello"), [params], [None], stream=False)
+        queue = engine.submit(req)
+        assert engine.progressed_at(req) >= req.arrival  # queued: its engine's latest step or arrival
+        seen = set()
+        while req.emitted < 2:  # until Finished: Started is the only event before
+            if req.stepped_at is not None:
+                seen.add(req.stepped_at)
+            await asyncio.sleep(0.001)
+        assert len(seen) >= 2 and engine.progressed_at(req) == req.progressed_at >= max(seen)
+        assert isinstance(await finished(queue), Finished)
+    finally:
+        engine.stop()

@@ -111,6 +111,7 @@ class Engine:
         self._wake = threading.Condition()
         self._stopping = False
         self._live: dict[int, Request] = {}
+        self.stepped_at = time.monotonic()  # the latest step that sampled tokens (or the start)
         self._live_lock = threading.Lock()
         # test-only: while this file exists the scheduler does nothing (a stall made on purpose)
         self._pause_file = os.environ.get("TOOLKIT_ENGINE_PAUSE_FILE")
@@ -201,6 +202,12 @@ class Engine:
         with self._live_lock:
             return list(self._live.values())
 
+    def progressed_at(self, req: Request) -> float:
+        """When ``req`` last made progress; a request not yet started moves while the queue does
+        (the engine sampling tokens for others), so it stalls only with its engine."""
+        own = req.progressed_at
+        return own if req.emitted else max(own, self.stepped_at)
+
     def describe(self) -> list[str]:
         """The scheduler's state in words, one line per request it holds (read from another thread:
         a best-effort snapshot, for the watchdog's warning)."""
@@ -218,14 +225,14 @@ class Engine:
         lines = [
             f"engine {self.spec.name}: thread alive {self._thread.is_alive()}, inbox {len(self._inbox)}, "
             f"waiting {len(self._waiting)}, running {self._running()}, batches {list(self._batches)}, "
-            f"status {self.status}"
+            f"last step {_ago(now, self.stepped_at)}, status {self.status}"
         ]
         for req in self.live():
             lines.append(
                 f"  request {req.id} ({req.weights.key}): {place.get(id(req), 'not held by the engine')}, "
-                f"age {now - req.arrival:.1f} s, events sent {req.emitted} (last "
-                f"{_ago(now, req.emitted_at)}), taken {req.received} (last {_ago(now, req.received_at)}), "
-                f"cancelled {req.cancelled}"
+                f"age {now - req.arrival:.1f} s, last token {_ago(now, req.stepped_at)}, "
+                f"events sent {req.emitted} (last {_ago(now, req.emitted_at)}), "
+                f"taken {req.received} (last {_ago(now, req.received_at)}), cancelled {req.cancelled}"
             )
         return lines
 
@@ -298,6 +305,7 @@ class Engine:
                 del self._batches[key]
         for job in list(self._beams):
             self._threads(job.runner, job.width)
+            job.req.progressed(time.monotonic())
             if job.req.cancelled or job.step():
                 self._end_beam(job)
         self._refresh_status()
@@ -425,7 +433,9 @@ class Engine:
         return logits if self.sample_on_device else logits.cpu()
 
     def _advance(self, batch: Batch, seqs: list[Sequence], step: StepResult) -> None:
+        now = self.stepped_at = time.monotonic()
         for i, seq in enumerate(seqs):
+            seq.req.progressed(now)
             token = step.tokens[i]
             if step.logprobs is not None and seq.logprobs is not None and step.top is not None:
                 seq.logprobs.append((step.logprobs[i], step.top[i]))

@@ -52,6 +52,11 @@ class Request:
     emitted_at: float | None = None
     received: int = 0
     received_at: float | None = None
+    stepped_at: float | None = None  # the latest engine step that sampled a token of it
+
+    def progressed(self, now: float) -> None:
+        """The engine sampled a token of it (a non-streamed request sends no event until the end)."""
+        self.stepped_at = now
 
     def emit(self, event: Event) -> None:
         if not self.cancelled:
@@ -66,5 +71,5 @@ class Request:
 
     @property
     def progressed_at(self) -> float:
-        """When it last made progress: arrival, or its latest event sent or taken."""
-        return max(self.arrival, self.emitted_at or 0.0, self.received_at or 0.0)
+        """When it last made progress: arrival, its latest token, or its latest event sent or taken."""
+        return max(self.arrival, self.emitted_at or 0.0, self.received_at or 0.0, self.stepped_at or 0.0)
