@@ -110,9 +110,9 @@ class Engine:
         self._inbox: list[Request] = []
         self._wake = threading.Condition()
         self._stopping = False
-        self._live: dict[int, Request] = {}
-        self.stepped_at = time.monotonic()  # the latest step that sampled tokens (or the start)
+        self._live: dict[int, Request] = {}  # submitted, not yet released: what the watchdog reads
         self._live_lock = threading.Lock()
+        self.stepped_at = time.monotonic()  # the latest step that sampled tokens (or the start)
         # test-only: while this file exists the scheduler does nothing (a stall made on purpose)
         self._pause_file = os.environ.get("TOOLKIT_ENGINE_PAUSE_FILE")
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
@@ -185,9 +185,6 @@ class Engine:
             self._inbox.append(req)
             self._wake.notify()
         return events
-
-    def cancel(self, req: Request) -> None:
-        req.cancelled = True
 
     def release(self, req: Request, *, cancel: bool) -> None:
         """The caller of :meth:`submit` stopped listening (``cancel``: before the end, so the engine
