@@ -72,6 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
             enable_prefix_caching=args.enable_prefix_caching,
             inference_url=args.inference_url,
             inference_api_key=args.inference_api_key,
+            request_timeout=args.request_timeout,
+            stall_warning_seconds=args.stall_warning_seconds,
         )
         serve(settings)
     except (BaseModelError, DeviceError, InferenceUrlError) as exc:
@@ -81,6 +83,24 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 LIST_OPTIONS = ("base_model", "lora_modules")
+
+
+def _seconds(value: str) -> float:
+    """A number of seconds, 0 or more (argparse type)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def _positive_seconds(value: str) -> float:
+    seconds = _seconds(value)
+    if seconds == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds > 0, got 0")
+    return seconds
 
 
 def serve_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
@@ -283,6 +303,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY",
         default=os.environ.get("TOOLKIT_INFERENCE_API_KEY"),
         help="the key --inference-url expects (vLLM's --api-key; default: $TOOLKIT_INFERENCE_API_KEY)",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=os.environ.get("TOOLKIT_REQUEST_TIMEOUT", "600"),  # a string: argparse applies the type
+        metavar="SECONDS",
+        help="deadline of a non-streamed chat request, answered 504 and its engine slots freed when it "
+        "passes; 0: none (default: $TOOLKIT_REQUEST_TIMEOUT, else 600)",
+    )
+    serve.add_argument(
+        "--stall-warning-seconds",
+        type=_positive_seconds,
+        default=os.environ.get("TOOLKIT_STALL_WARNING_SECONDS", "60"),
+        metavar="SECONDS",
+        help="a chat request without progress this long is logged once, with every thread's stack and "
+        "the engines' state, and counted in /v1/health's stalls (default: "
+        "$TOOLKIT_STALL_WARNING_SECONDS, else 60)",
     )
     serve.set_defaults(func=_serve)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
@@ -43,6 +44,7 @@ from .training.context import TrainingContext
 from .training.job_worker import JobWorker
 from .training.log_metrics import rollup
 from .training.runner import TrainingRunner
+from .watchdog import Watchdog
 
 log = logging.getLogger("toolkit.server")
 LOCAL_USER = "local"
@@ -65,7 +67,7 @@ def base_models(settings: Settings) -> list[BaseModelSpec]:
 
 def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) -> Services:
     """Open the stores, start the engines (each loads its base model on first use), the job worker
-    and the training runner."""
+    and the training runner; the watchdog is started by the app, on its event loop."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     placement = pick_placement(settings.device)  # serving and training on the same device
     served = ServedModels(
@@ -95,6 +97,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
             usage=ChatUsage(db),
             trust_request_chat_template=settings.trust_request_chat_template,
             external=external,
+            request_timeout=settings.request_timeout,
         ),
         training=TrainingContext(
             models=models,
@@ -116,6 +119,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         ),
         job_worker=job_worker,
         traces=TraceService(settings.data_dir / "traces.db"),
+        watchdog=Watchdog(served, settings.stall_warning_seconds),
     )
     ensure_local_key(svc)
     return svc
@@ -143,6 +147,7 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = open_services(settings, bases)
         svc.publish(app.state)
+        svc.watchdog.start(asyncio.get_running_loop())
         # Objects built at start-up are never scanned again, and request-sized bursts of objects (a
         # batch of 1000 trace calls) trigger fewer collections: ingest runs ~2.5x faster.
         gc.freeze()
@@ -153,6 +158,7 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
             yield
         finally:
             withdraw(settings.server_file)
+            svc.watchdog.stop()
             svc.chat.served.stop()
             svc.training.runner.stop()
             svc.job_worker.stop()

@@ -21,7 +21,8 @@ router = APIRouter()
 
 @router.get("/v1/health", response_model=Health)
 def health(svc: Services = Depends(services), _: User = Depends(current_user)) -> Health:
-    """Up, the version, and each base model: loaded or not, on which device, and its memory."""
+    """Up, the version, each base model (loaded or not, on which device, its memory) and the stalls
+    the watchdog saw."""
     models = [
         ServedBaseModel(
             name=base.spec.name,
@@ -42,7 +43,7 @@ def health(svc: Services = Depends(services), _: User = Depends(current_user)) -
         )
         for base in svc.chat.served.status()
     ]
-    return Health(version=__version__, models=models)
+    return Health(version=__version__, models=models, stalls=svc.watchdog.stalls)
 
 
 @router.get("/v1/system-check", response_model=SystemCheck, responses={503: {"model": SystemCheck}})

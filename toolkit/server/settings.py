@@ -28,6 +28,10 @@ class Settings:
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
     enable_prefix_caching: bool = True  # reuse prompt prefixes across requests (engine/prefill.py)
     max_body_bytes: int = MAX_BODY_BYTES
+    # deadline of a non-streamed chat request in seconds (0: none); a stream ends when its client leaves
+    request_timeout: float = 600.0
+    # a request without progress (no token, no state change) this long is logged by the watchdog
+    stall_warning_seconds: float = 60.0
     # an external OpenAI-compatible server (vLLM with --enable-lora) that generates instead of the
     # local engines, and the key it expects (chat/external.py)
     inference_url: str | None = None

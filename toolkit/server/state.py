@@ -20,6 +20,7 @@ from .store.users import Users
 from .traces.service import TraceService
 from .training.context import TrainingContext
 from .training.job_worker import JobWorker
+from .watchdog import Watchdog
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Services:
     training: TrainingContext
     job_worker: JobWorker
     traces: TraceService
+    watchdog: Watchdog
 
     def publish(self, state: Any) -> None:
         """Put each room's part on the app's ``state`` (a starlette ``State``)."""

@@ -491,6 +491,8 @@ class Health(WireModel):
     status: Literal["ok"] = "ok"
     version: str | None = None
     models: list[ServedBaseModel] | None = None  # extension: the local server's base models
+    # extension: chat requests the local server's watchdog saw without progress for its stall time
+    stalls: int | None = None
 
 
 class ComponentCheck(WireModel):

@@ -19,6 +19,7 @@ class ChatContext:
     usage: ChatUsage  # tokens per team/project and model
     trust_request_chat_template: bool
     external: ExternalInference | None = None  # --inference-url: generation happens there
+    request_timeout: float = 0.0  # --request-timeout: deadline of a non-streamed request (0: none)
 
 
 def chat_context(request: Request) -> ChatContext:

@@ -29,6 +29,21 @@ class EngineError(ApiError):
     error_type = "InternalServerError"
 
 
+class DeadlineExceeded(ApiError):
+    """The request ran past the server's deadline: 504 in vLLM's shape (its type the HTTP phrase, as
+    vLLM's graceful HTTP errors)."""
+
+    status = 504
+    error_type = "Gateway Timeout"
+
+
+class ClientClosedRequest(ApiError):
+    """The client went away before the answer (nginx's 499; nobody reads it)."""
+
+    status = 499
+    error_type = "Client Closed Request"
+
+
 def invalid(
     message: str, param: str | None = None, value: Any = NO_VALUE, cls: type[BadRequest] = BadRequest
 ) -> BadRequest:

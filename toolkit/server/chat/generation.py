@@ -21,13 +21,13 @@ async def generate(chat: ChatContext, prep: Prepared) -> AsyncIterator[Event]:
     try:
         while remaining:
             event = await queue.get()
+            prep.job.took()
             if isinstance(event, Failed):
                 if isinstance(event.error, FileNotFoundError):  # checkpoint deleted since it was resolved
                     raise NotFound(f"The model `{prep.model}` does not exist.", param="model")
                 raise EngineError("Internal server error")
             if isinstance(event, Finished):
-                remaining -= 1
+                remaining = 0 if event.last else remaining - 1
             yield event
     finally:
-        if remaining:
-            engine.cancel(prep.job)
+        engine.release(prep.job, cancel=remaining > 0)

@@ -19,6 +19,7 @@ from ..errors import ApiError
 from ..store.users import User
 from .checks import parse_request
 from .context import ChatContext, chat_context
+from .deadline import within_limits
 from .errors import EngineError, EngineRejected, InvalidRequest
 from .responses import create_chat_completion
 from .streaming import stream_chat_completion
@@ -76,7 +77,8 @@ async def chat_completions(
     if isinstance(body, dict) and header_id:
         body = {**body, "request_id": header_id}
     if not parse_request(body).stream:
-        completion = await create_chat_completion(chat, user, body, project)
+        work = create_chat_completion(chat, user, body, project)
+        completion = await within_limits(request, chat.request_timeout or None, work)
         return JSONResponse(completion.model_dump(mode="json"))
     chunks = stream_chat_completion(chat, user, body, project)
     try:

@@ -92,4 +92,6 @@ class BeamJob:
             text = self.codec.decode(ids, p.skip_special_tokens, p.spaces_between_special_tokens)
             tail = Delta(index, beam.tokens, text, []) if self.req.stream else None
             reason, stop_reason = ("stop", beam.tokens[-1]) if ended else ("length", None)
-            self.req.emit(Finished(index, beam.tokens, text, None, reason, stop_reason, tail))
+            # fewer candidates than beams (allowed_token_ids): fewer choices, the last one says so
+            last = index == len(best) - 1
+            self.req.emit(Finished(index, beam.tokens, text, None, reason, stop_reason, tail, last))

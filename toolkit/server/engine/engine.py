@@ -113,6 +113,11 @@ class Engine:
         self._inbox: list[Request] = []
         self._wake = threading.Condition()
         self._stopping = False
+        self._live: dict[int, Request] = {}  # submitted, not yet released: what the watchdog reads
+        self._live_lock = threading.Lock()
+        self.stepped_at = time.monotonic()  # the latest step that sampled tokens (or the start)
+        # test-only: while this file exists the scheduler does nothing (a stall made on purpose)
+        self._pause_file = os.environ.get("TOOLKIT_ENGINE_PAUSE_FILE")
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own,
         # or on the device with random_on_device (which implies sampling there)
@@ -171,21 +176,71 @@ class Engine:
     # ------------------------------------------------------------------ event-loop side
 
     def submit(self, req: Request) -> asyncio.Queue[Event]:
-        """Queue ``req``; its events arrive on the returned queue of the calling event loop."""
+        """Queue ``req``; its events arrive on the returned queue of the calling event loop. The
+        caller hands it back with :meth:`release` when it stops listening."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def sink(event: Event) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, event)
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, event)
+            except RuntimeError:  # that loop has closed: nobody listens any more
+                req.cancelled = True
 
         req.sink = sink
+        with self._live_lock:
+            self._live[id(req)] = req
         with self._wake:
             self._inbox.append(req)
             self._wake.notify()
         return events
 
-    def cancel(self, req: Request) -> None:
-        req.cancelled = True
+    def release(self, req: Request, *, cancel: bool) -> None:
+        """The caller of :meth:`submit` stopped listening (``cancel``: before the end, so the engine
+        drops the request and frees its slots)."""
+        if cancel:
+            req.cancelled = True
+        with self._live_lock:
+            self._live.pop(id(req), None)
+
+    def live(self) -> list[Request]:
+        """The requests submitted and not yet released (for the server's watchdog)."""
+        with self._live_lock:
+            return list(self._live.values())
+
+    def progressed_at(self, req: Request) -> float:
+        """When ``req`` last made progress; a request not yet started moves while the queue does
+        (the engine sampling tokens for others), so it stalls only with its engine."""
+        own = req.progressed_at
+        return own if req.emitted else max(own, self.stepped_at)
+
+    def describe(self) -> list[str]:
+        """The scheduler's state in words, one line per request it holds (read from another thread:
+        a best-effort snapshot, for the watchdog's warning)."""
+        now = time.monotonic()
+        place: dict[int, str] = {}
+        for req in list(self._inbox):
+            place[id(req)] = "inbox"
+        for req in list(self._waiting):
+            place[id(req)] = "waiting"
+        for key, batch in list(self._batches.items()):
+            for seq in list(batch.seqs):
+                place[id(seq.req)] = f"running on {key}"
+        for job in list(self._beams):
+            place[id(job.req)] = "beam search"
+        lines = [
+            f"engine {self.spec.name}: thread alive {self._thread.is_alive()}, inbox {len(self._inbox)}, "
+            f"waiting {len(self._waiting)}, running {self._running()}, batches {list(self._batches)}, "
+            f"last step {_ago(now, self.stepped_at)}, status {self.status}"
+        ]
+        for req in self.live():
+            lines.append(
+                f"  request {req.id} ({req.weights.key}): {place.get(id(req), 'not held by the engine')}, "
+                f"age {now - req.arrival:.1f} s, last token {_ago(now, req.stepped_at)}, "
+                f"events sent {req.emitted} (last {_ago(now, req.emitted_at)}), "
+                f"taken {req.received} (last {_ago(now, req.received_at)}), cancelled {req.cancelled}"
+            )
+        return lines
 
     # ------------------------------------------------------------------ scheduler thread
 
@@ -203,11 +258,16 @@ class Engine:
                     return
                 self._waiting.extend(self._inbox)
                 self._inbox.clear()
+            while self._pause_file and os.path.exists(self._pause_file) and not self._stopping:
+                time.sleep(0.05)
             try:
                 self._iterate()
             except Exception as exc:  # never let one bad step kill the engine
                 log.exception("engine step failed")
-                self._fail_all(exc)
+                try:
+                    self._fail_all(exc)
+                except Exception:
+                    log.exception("failing the running requests failed")
 
     def _iterate(self) -> None:
         self._waiting = [r for r in self._waiting if not r.cancelled]
@@ -251,6 +311,7 @@ class Engine:
                 del self._batches[key]
         for job in list(self._beams):
             self._threads(job.runner, job.width)
+            job.req.progressed(time.monotonic())
             if job.req.cancelled or job.step():
                 self._end_beam(job)
                 if not job.req.cancelled:
@@ -386,7 +447,9 @@ class Engine:
 
     def _advance(self, batch: Batch, seqs: list[Sequence], step: StepResult) -> None:
         done: list[Sequence] = []
+        now = self.stepped_at = time.monotonic()
         for i, seq in enumerate(seqs):
+            seq.req.progressed(now)
             token = step.tokens[i]
             if step.logprobs is not None and seq.logprobs is not None and step.top is not None:
                 seq.logprobs.append((step.logprobs[i], step.top[i]))
@@ -496,6 +559,10 @@ def _prompt_logprobs(logits: Tensor, prompt: list[int], k: int) -> list[PromptLo
         )
         out.append(PromptLogprob(token, float(chosen[pos]), int(ranks[pos]), top))
     return out
+
+
+def _ago(now: float, at: float | None) -> str:
+    return "never" if at is None else f"{now - at:.1f} s ago"
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -38,6 +38,7 @@ class Finished:
     finish_reason: str
     stop_reason: int | str | None
     tail: Delta | None  # the last stream delta, for streams
+    last: bool = False  # no choice follows, even if fewer than asked finished (beams that ran out)
 
 
 @dataclass

@@ -46,7 +46,30 @@ class Request:
     arrival: float = field(default_factory=time.monotonic)
     sink: Callable[[Event], None] = lambda event: None
     cancelled: bool = False
+    # progress, read by the server's watchdog: events sent by the engine thread, and taken by the
+    # consumer on the event loop, with the time of the latest (monotonic seconds)
+    emitted: int = 0
+    emitted_at: float | None = None
+    received: int = 0
+    received_at: float | None = None
+    stepped_at: float | None = None  # the latest engine step that sampled a token of it
+
+    def progressed(self, now: float) -> None:
+        """The engine sampled a token of it (a non-streamed request sends no event until the end)."""
+        self.stepped_at = now
 
     def emit(self, event: Event) -> None:
         if not self.cancelled:
+            self.emitted += 1
+            self.emitted_at = time.monotonic()
             self.sink(event)
+
+    def took(self) -> None:
+        """The consumer took one event off its queue."""
+        self.received += 1
+        self.received_at = time.monotonic()
+
+    @property
+    def progressed_at(self) -> float:
+        """When it last made progress: arrival, its latest token, or its latest event sent or taken."""
+        return max(self.arrival, self.emitted_at or 0.0, self.received_at or 0.0, self.stepped_at or 0.0)
