@@ -85,3 +85,36 @@ def parsed_model(route: APIRoute) -> type[BaseModel] | None:
             if isinstance(value, type) and issubclass(value, BaseModel):
                 return value
     return None
+
+
+def date_time_fields(doc: dict[str, Any]) -> set[str]:
+    """``"METHOD path field"`` for every date-time field of every request (body or parameter) of
+    ``doc``; ``field`` is dotted, ``[]`` for an array's items and ``{}`` for a map's values."""
+    schemas = doc.get("components", {}).get("schemas", {})
+    found: set[str] = set()
+
+    def walk(node: Any, field: str, seen: frozenset[str], where: str) -> None:
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[1]
+            if name not in seen:
+                walk(schemas[name], field, seen | {name}, where)
+            return
+        if node.get("format") == "date-time":
+            found.add(f"{where} {field}")
+        for sub in (*node.get("anyOf", ()), *node.get("oneOf", ()), *node.get("allOf", ())):
+            walk(sub, field, seen, where)
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, f"{field}.{name}" if field else name, seen, where)
+        walk(node.get("items"), field + "[]", seen, where)
+        walk(node.get("additionalProperties"), field + "{}", seen, where)
+
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                walk(content.get("schema"), "", frozenset(), where)
+            for param in operation.get("parameters", ()):
+                walk(param.get("schema"), param["name"], frozenset(), where)
+    return found
