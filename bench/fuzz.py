@@ -30,8 +30,7 @@ from hypothesis import strategies as st
 from load import start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema
-from reliability_support import seed_resources
+from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema, seed_targets
 from schemathesis import Case, GenerationMode
 from schemathesis.core.failures import FailureGroup
 
@@ -54,7 +53,7 @@ class Tally:
 
 
 def fuzz_operation(
-    operation: Any, examples: int, seed: int, url: str, key: str, ids: dict[str, str]
+    operation: Any, examples: int, seed: int, url: str, key: str, ids: dict[str, Any]
 ) -> Tally:
     """Send ``examples`` generated requests to one operation and tally what came back."""
     tally = Tally()
@@ -122,7 +121,7 @@ def main() -> int:
         try:
             key = new_key(data_dir, "fuzzer")
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
-                ids = seed_resources(http)
+                ids = seed_targets(http)
             schema = fuzz_schema(args.examples, args.seed)
             total = Tally()
             operations = [op.ok() for op in schema.get_all_operations()]

@@ -13,8 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema
-from reliability_support import seed_resources
+from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema, seed_targets
 from schemathesis import Case
 
 if TYPE_CHECKING:
@@ -26,10 +25,10 @@ FUZZ_SEED = int(os.environ.get("TOOLKIT_FUZZ_SEED", "8"))
 
 @pytest.fixture(scope="module")
 def fuzz_user(server: LocalServer) -> dict[str, Any]:
-    """A user of its own (the fuzzer creates and deletes things) and a few real ids to aim at."""
+    """A user of its own (the fuzzer creates and deletes things) and its real things to aim at."""
     key = server.new_user_key("fuzzer")
     with server.http(key) as http:
-        return {"key": key, "ids": seed_resources(http)}
+        return {"key": key, "ids": seed_targets(http)}
 
 
 schema = fuzz_schema(FUZZ_EXAMPLES, FUZZ_SEED)
