@@ -65,6 +65,20 @@ def test_cost_create_response_is_checked_against_its_schema(
     schema["/traces/cost/create"]["POST"].validate_response(response)
 
 
+def test_checkpoint_file_is_declared_as_bytes(fuzz_user: dict[str, Any], server: LocalServer) -> None:
+    """A real checkpoint file (the fuzzer aims at one) passes the fuzzer's checks: the route declares
+    ``application/octet-stream``, and the error-shape check no longer decodes a 2xx (it failed on
+    the weights' bytes at depth)."""
+    ids = fuzz_user["ids"]
+    path = f"/v1/preview/models/{ids['model_id']}/checkpoints/{ids['step']}/files/{ids['name']}"
+    with server.http(fuzz_user["key"]) as http:
+        response = http.get(path)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/octet-stream"
+    operation = schema["/v1/preview/models/{model_id}/checkpoints/{step}/files/{name}"]["GET"]
+    case = operation.Case(path_parameters={k: ids[k] for k in ("model_id", "step", "name")})
+    case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
+
+
 def test_healthy_after_fuzzing(server: LocalServer) -> None:
     """The server still answers, its database is intact, and it serves the schema that was fuzzed."""
     with server.http() as http:

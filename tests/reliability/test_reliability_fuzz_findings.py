@@ -64,3 +64,32 @@ def test_a_huge_integer_literal_compares_as_a_number(http: httpx.Client, literal
     r = http.post("/traces/calls/stream_query", json={"project_id": project, "query": {"$expr": expr}})
     assert r.status_code == 200, r.text
     assert len(r.text.splitlines()) == (0 if literal > 0 else 2)
+
+
+DATES = ["1969-12-31T23:59:59.500000Z", "0828-12-01T01:10:19.676253Z", "2025-06-01T12:00:00.000001Z"]
+
+
+@pytest.mark.parametrize("effective_date", DATES)
+def test_a_price_before_1970_reads_back_its_own_date(http: httpx.Client, effective_date: str) -> None:
+    """The SQL rendering of a stored time took the fraction of a negative microsecond count with its
+    sign (``0828-12-01T01:10:20.-323747Z``, which failed the response schema)."""
+    project = _project()
+    price = {"prompt_token_cost": 1.0, "completion_token_cost": 2.0, "effective_date": effective_date}
+    made = http.post("/traces/cost/create", json={"project_id": project, "costs": {"m": price}})
+    assert made.status_code == 200, made.text
+    r = http.post("/traces/cost/query", json={"project_id": project})
+    assert r.status_code == 200, r.text
+    assert [c["effective_date"] for c in r.json()["results"]] == [effective_date]
+
+
+def test_a_cost_query_of_unknown_fields_only_answers_empty_objects(http: httpx.Client) -> None:
+    """``fields`` naming no price column selected nothing (a SQL syntax error, a 500)."""
+    project = _project()
+    price = {"prompt_token_cost": 1.0, "completion_token_cost": 2.0}
+    made = http.post("/traces/cost/create", json={"project_id": project, "costs": {"m": price}})
+    assert made.status_code == 200, made.text
+    r = http.post("/traces/cost/query", json={"project_id": project, "fields": ["\u00b7aa", "nope\u0000"]})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"results": [{}]}
+    some = http.post("/traces/cost/query", json={"project_id": project, "fields": ["llm_id", "nope"]})
+    assert some.json() == {"results": [{"llm_id": "m"}]}
