@@ -79,6 +79,22 @@ def test_checkpoint_file_is_declared_as_bytes(fuzz_user: dict[str, Any], server:
     case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_answers_pass_the_fuzzers_checks(
+    fuzz_user: dict[str, Any], server: LocalServer, stream: bool
+) -> None:
+    """A chat completion, as JSON or streamed as Server-Sent Events, is in a declared media type
+    (the stream was undocumented: a check failure once the fuzzer sent valid chat bodies)."""
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": stream}
+    case = schema["/v1/chat/completions"]["POST"].Case(body=body)
+    response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {fuzz_user['key']}"})
+    assert response.status_code == 200
+    assert response.headers["content-type"][0].startswith(
+        "text/event-stream" if stream else "application/json"
+    )
+    case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
+
+
 def test_healthy_after_fuzzing(server: LocalServer) -> None:
     """The server still answers, its database is intact, and it serves the schema that was fuzzed."""
     with server.http() as http:
