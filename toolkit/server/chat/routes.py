@@ -58,8 +58,8 @@ async def _rejected(exc: ApiError) -> AsyncIterator[str]:
 
 
 # a completion as JSON, or with ``stream`` its chunks as Server-Sent Events
-EVENTS = {"text/event-stream": {"schema": {}}}
-ANSWERS = {200: {"content": {"application/json": {"schema": {}}, **EVENTS}}}
+EVENTS: dict[str, Any] = {"text/event-stream": {"schema": {}}}
+ANSWERS: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"schema": {}}, **EVENTS}}}
 
 
 @router.post("/v1/chat/completions", response_model=None, responses=ANSWERS)
