@@ -7,6 +7,7 @@ each kind of failure, then the figures that docs/reliability.md records. Exits 1
 
     .venv/bin/python bench/fuzz.py --examples 1000 --seed 20261123
     .venv/bin/python bench/fuzz.py --examples 50 --operations /traces/   # one service
+    .venv/bin/python bench/fuzz.py --examples 5000 --seconds 3600   # at most an hour, even per operation
     .venv/bin/python bench/fuzz.py --smoke   # 1 request per operation (the test suite runs it)
 """
 
@@ -30,12 +31,15 @@ from hypothesis import strategies as st
 from load import start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema
-from reliability_support import seed_resources
+from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema, seed_targets
 from schemathesis import Case, GenerationMode
 from schemathesis.core.failures import FailureGroup
 
 from toolkit import cli
+
+
+class OutOfTime(Exception):
+    """The operation's share of ``--seconds`` is spent."""
 
 
 @dataclass
@@ -54,10 +58,12 @@ class Tally:
 
 
 def fuzz_operation(
-    operation: Any, examples: int, seed: int, url: str, key: str, ids: dict[str, str]
+    operation: Any, examples: int, seed: int, url: str, key: str, ids: dict[str, Any], seconds: float
 ) -> Tally:
-    """Send ``examples`` generated requests to one operation and tally what came back."""
+    """Send ``examples`` generated requests to one operation (fewer if ``seconds`` pass first) and
+    tally what came back."""
     tally = Tally()
+    deadline = time.monotonic() + seconds
     headers = {"Authorization": f"Bearer {key}"}
     cases = st.one_of([operation.as_strategy(generation_mode=mode) for mode in GenerationMode])
 
@@ -72,6 +78,8 @@ def fuzz_operation(
     )
     @given(case=cases)
     def run(case: Case) -> None:
+        if time.monotonic() > deadline:
+            raise OutOfTime
         aim(case, ids)
         tally.requests += 1
         try:
@@ -91,7 +99,8 @@ def fuzz_operation(
             tally.check_failures += 1
             tally.note("check", case, str(exc))
 
-    run()
+    with contextlib.suppress(OutOfTime):
+        run()
     return tally
 
 
@@ -111,6 +120,9 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=1000, help="generated requests per operation")
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--operations", default="", help="only operations whose path contains this")
+    parser.add_argument(
+        "--seconds", type=float, default=0, help="stop each operation after its share of this time"
+    )
     parser.add_argument("--smoke", action="store_true", help="1 generated request per operation, for CI")
     args = parser.parse_args()
     if args.smoke:
@@ -122,14 +134,15 @@ def main() -> int:
         try:
             key = new_key(data_dir, "fuzzer")
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
-                ids = seed_resources(http)
+                ids = seed_targets(http)
             schema = fuzz_schema(args.examples, args.seed)
             total = Tally()
             operations = [op.ok() for op in schema.get_all_operations()]
             operations = [op for op in operations if args.operations in op.path]
+            share = args.seconds / len(operations) if args.seconds else float("inf")
             for operation in operations:
                 t0 = time.monotonic()
-                tally = fuzz_operation(operation, args.examples, args.seed, url, key, ids)
+                tally = fuzz_operation(operation, args.examples, args.seed, url, key, ids, share)
                 bad = tally.server_errors + tally.transport_errors + tally.check_failures
                 print(
                     f"{operation.method.upper():6} {operation.path:55} {tally.requests:6} requests"

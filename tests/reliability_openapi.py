@@ -5,6 +5,10 @@
 - Request bodies use their own copy of the component schemas, with arrays of at most ``MAX_ITEMS``
   items and objects of at most ``MAX_PROPERTIES`` properties beyond the required ones (unbounded
   nested JSON made generating one ``/log`` body take seconds). Response schemas stay as declared.
+- Where the wire declares an open object, request bodies also get the shapes the server reads in it
+  (``TOOL_CALLING``): chat messages (system/user text and parts, assistant messages with one or
+  several tool calls, tool results) and tools' JSON-Schema ``parameters``, beside any object.
+  Body fields naming real things (models, projects) are aimed by ``reliability_fuzzing.aim``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pydantic import BaseModel
 
 from toolkit.server.app import create_app
 from toolkit.server.settings import Settings
+from toolkit.types.chat import ChatCompletionRequest
 
 MAX_ITEMS = 3
 MAX_PROPERTIES = 4
@@ -39,13 +44,103 @@ def fuzz_document() -> dict[str, Any]:
             doc["paths"][path][method.lower()].setdefault(
                 "requestBody", {"required": True, "content": {"application/json": {"schema": body}}}
             )
+    for path, model in DECLARED_BODIES.items():
+        body = model.model_json_schema(ref_template=REFS + "Parsed{model}")
+        schemas.update({f"Parsed{k}": v for k, v in body.pop("$defs", {}).items()})
+        body["properties"]["messages"] = {"anyOf": [MESSAGES, body["properties"]["messages"]]}
+        doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"] = body
     for name, schema in list(schemas.items()):
         schemas[f"Req{name}"] = bounded(schema)
+    for (component, prop), shape in TOOL_CALLING.items():
+        for name in (f"Req{component}", f"ReqParsed{component}"):
+            if name in schemas:
+                field = schemas[name]["properties"][prop]
+                schemas[name]["properties"][prop] = bounded({"anyOf": [shape, field]})
     for path_item in doc["paths"].values():
         for operation in path_item.values():
             if "requestBody" in operation:
                 operation["requestBody"] = bounded(operation["requestBody"])
     return doc
+
+
+TEXT = {"type": "string", "maxLength": 24}
+NAME = {"anyOf": [{"enum": ["add", "search", "get_weather"]}, TEXT]}
+TOOL_CALL = {
+    "type": "object",
+    "required": ["id", "type", "function"],
+    "properties": {
+        "id": TEXT,
+        "type": {"enum": ["function"]},
+        "function": {
+            "type": "object",
+            "required": ["name", "arguments"],
+            "properties": {"name": NAME, "arguments": {"anyOf": [{"enum": ["{}", '{"a": 1}']}, TEXT]}},
+        },
+    },
+}
+PARTS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"enum": ["text"]}, "text": TEXT},
+    },
+}
+MESSAGE = {
+    "anyOf": [
+        {
+            "type": "object",
+            "required": ["role", "content"],
+            "properties": {
+                "role": {"enum": ["system", "developer", "user"]},
+                "content": {"anyOf": [TEXT, PARTS]},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["role", "tool_calls"],
+            "properties": {
+                "role": {"enum": ["assistant"]},
+                "content": {"anyOf": [TEXT, {"type": "null"}]},
+                "tool_calls": {"type": "array", "items": TOOL_CALL},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["role", "tool_call_id", "content"],
+            "properties": {"role": {"enum": ["tool"]}, "tool_call_id": TEXT, "name": NAME, "content": TEXT},
+        },
+    ]
+}
+PARAMETERS = {
+    "type": "object",
+    "required": ["type", "properties"],
+    "properties": {
+        "type": {"enum": ["object"]},
+        "properties": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": {"enum": ["string", "integer", "number", "boolean", "array", "object", "null"]},
+                    "enum": {"type": "array"},
+                },
+            },
+        },
+        "required": {"type": "array", "items": TEXT},
+    },
+}
+MESSAGES = {"type": "array", "items": MESSAGE}
+# (component, property) -> the shape the server reads in that open field, offered beside it
+TOOL_CALLING = {
+    ("ToolFunction", "parameters"): PARAMETERS,
+    ("ToolFunction", "name"): NAME,
+    ("NamedFunction", "name"): NAME,
+}
+# routes that declare any JSON as their body and validate it themselves: the model they validate
+# it with (invalid data still comes from schemathesis' negative mode)
+DECLARED_BODIES: dict[str, type[BaseModel]] = {"/v1/chat/completions": ChatCompletionRequest}
 
 
 def bounded(node: Any) -> Any:
@@ -85,3 +180,36 @@ def parsed_model(route: APIRoute) -> type[BaseModel] | None:
             if isinstance(value, type) and issubclass(value, BaseModel):
                 return value
     return None
+
+
+def date_time_fields(doc: dict[str, Any]) -> set[str]:
+    """``"METHOD path field"`` for every date-time field of every request (body or parameter) of
+    ``doc``; ``field`` is dotted, ``[]`` for an array's items and ``{}`` for a map's values."""
+    schemas = doc.get("components", {}).get("schemas", {})
+    found: set[str] = set()
+
+    def walk(node: Any, field: str, seen: frozenset[str], where: str) -> None:
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[1]
+            if name not in seen:
+                walk(schemas[name], field, seen | {name}, where)
+            return
+        if node.get("format") == "date-time":
+            found.add(f"{where} {field}")
+        for sub in (*node.get("anyOf", ()), *node.get("oneOf", ()), *node.get("allOf", ())):
+            walk(sub, field, seen, where)
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, f"{field}.{name}" if field else name, seen, where)
+        walk(node.get("items"), field + "[]", seen, where)
+        walk(node.get("additionalProperties"), field + "{}", seen, where)
+
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                walk(content.get("schema"), "", frozenset(), where)
+            for param in operation.get("parameters", ()):
+                walk(param.get("schema"), param["name"], frozenset(), where)
+    return found

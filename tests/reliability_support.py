@@ -72,6 +72,7 @@ def seed_resources(http: httpx.Client) -> dict[str, str]:
     return {
         "model_id": model["id"],
         "artifact_id": artifact["id"],
+        "artifact_url": artifact["url"],
         "entity": model["entity"],
         "project": "rel",
     }

@@ -13,8 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema
-from reliability_support import seed_resources
+from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema, seed_targets
 from schemathesis import Case
 
 if TYPE_CHECKING:
@@ -26,10 +25,10 @@ FUZZ_SEED = int(os.environ.get("TOOLKIT_FUZZ_SEED", "8"))
 
 @pytest.fixture(scope="module")
 def fuzz_user(server: LocalServer) -> dict[str, Any]:
-    """A user of its own (the fuzzer creates and deletes things) and a few real ids to aim at."""
+    """A user of its own (the fuzzer creates and deletes things) and its real things to aim at."""
     key = server.new_user_key("fuzzer")
     with server.http(key) as http:
-        return {"key": key, "ids": seed_resources(http)}
+        return {"key": key, "ids": seed_targets(http)}
 
 
 schema = fuzz_schema(FUZZ_EXAMPLES, FUZZ_SEED)
@@ -64,6 +63,36 @@ def test_cost_create_response_is_checked_against_its_schema(
     ((cost_id, llm_id),) = response.json()["ids"]
     assert llm_id == "m" and isinstance(cost_id, str)
     schema["/traces/cost/create"]["POST"].validate_response(response)
+
+
+def test_checkpoint_file_is_declared_as_bytes(fuzz_user: dict[str, Any], server: LocalServer) -> None:
+    """A real checkpoint file (the fuzzer aims at one) passes the fuzzer's checks: the route declares
+    ``application/octet-stream``, and the error-shape check no longer decodes a 2xx (it failed on
+    the weights' bytes at depth)."""
+    ids = fuzz_user["ids"]
+    path = f"/v1/preview/models/{ids['model_id']}/checkpoints/{ids['step']}/files/{ids['name']}"
+    with server.http(fuzz_user["key"]) as http:
+        response = http.get(path)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/octet-stream"
+    operation = schema["/v1/preview/models/{model_id}/checkpoints/{step}/files/{name}"]["GET"]
+    case = operation.Case(path_parameters={k: ids[k] for k in ("model_id", "step", "name")})
+    case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_answers_pass_the_fuzzers_checks(
+    fuzz_user: dict[str, Any], server: LocalServer, stream: bool
+) -> None:
+    """A chat completion, as JSON or streamed as Server-Sent Events, is in a declared media type
+    (the stream was undocumented: a check failure once the fuzzer sent valid chat bodies)."""
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": stream}
+    case = schema["/v1/chat/completions"]["POST"].Case(body=body)
+    response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {fuzz_user['key']}"})
+    assert response.status_code == 200
+    assert response.headers["content-type"][0].startswith(
+        "text/event-stream" if stream else "application/json"
+    )
+    case.validate_response(response, checks=CHECKS, additional_checks=ADDITIONAL_CHECKS)
 
 
 def test_healthy_after_fuzzing(server: LocalServer) -> None:

@@ -8,12 +8,11 @@ defaults (a trajectory without ``reward`` has reward 0.0) and sends explicit nul
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, FiniteFloat, Tag, model_validator
 
-from .common import ListEnvelope, WireModel
+from .common import DateTime, ListEnvelope, WireModel
 
 Scalar = float | int | str | bool | None
 Number = float | int
@@ -77,7 +76,7 @@ class Model(WireModel):
     name: str
     base_model: str
     run_id: str | None = None
-    created_at: datetime | None = None
+    created_at: DateTime | None = None
     latest_step: int | None = None
     full_finetuning: bool | None = None
     lora_config: LoRAConfig | None = None
@@ -98,7 +97,7 @@ class Checkpoint(WireModel):
     id: str
     step: int
     metrics: dict[str, Number] = Field(default_factory=dict)
-    created_at: datetime | None = None
+    created_at: DateTime | None = None
     trained: bool | None = None  # extension: false when its job trained nothing; None: step 0, unsaid
 
 
@@ -256,7 +255,7 @@ class Trajectory(WireModel):
     auto_metrics: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Scalar] = Field(default_factory=dict)
     logs: list[str] = Field(default_factory=list)
-    start_time: datetime | None = None
+    start_time: DateTime | None = None
 
     def choices(self) -> list[Choice]:
         return [m for m in self.messages_and_choices if isinstance(m, Choice)]
@@ -403,9 +402,9 @@ class TrainingJob(WireModel):
     model_id: str | None = None
     kind: JobKind | None = None
     status: JobStatus | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    created_at: DateTime | None = None
+    started_at: DateTime | None = None
+    finished_at: DateTime | None = None
     base_step: int | None = None
     result_step: int | None = None
     checkpoint_id: str | None = None
@@ -437,7 +436,7 @@ class TrainingJobEvent(WireModel):
     id: str
     type: EventType
     data: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime | None = None
+    created_at: DateTime | None = None
 
 
 TrainingJobEventList = ListEnvelope[TrainingJobEvent]
@@ -457,7 +456,7 @@ class Artifact(WireModel):
     version: int
     files: list[str]
     num_records: int
-    created_at: datetime | None = None
+    created_at: DateTime | None = None
 
 
 # ----------------------------------------------------------------------------- service

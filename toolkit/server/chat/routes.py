@@ -58,7 +58,12 @@ async def _rejected(exc: ApiError) -> AsyncIterator[str]:
     yield DONE
 
 
-@router.post("/v1/chat/completions", response_model=None)
+# a completion as JSON, or with ``stream`` its chunks as Server-Sent Events
+EVENTS: dict[str, Any] = {"text/event-stream": {"schema": {}}}
+ANSWERS: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"schema": {}}, **EVENTS}}}
+
+
+@router.post("/v1/chat/completions", response_model=None, responses=ANSWERS)
 @router.post("/v1/chat/completions/", response_model=None, include_in_schema=False)
 async def chat_completions(
     request: Request,

@@ -41,10 +41,12 @@ def now_us() -> int:
 
 
 def iso_sql(column: str) -> str:
-    """SQL rendering a microsecond column as the same text as :func:`iso` (NULL stays NULL)."""
+    """SQL rendering a microsecond column as the same text as :func:`iso` (NULL stays NULL); times
+    before 1970 too (SQLite's ``%`` keeps the sign, so the fraction is taken modulo first)."""
+    fraction = f"(({column} % 1000000 + 1000000) % 1000000)"
     return (
-        f"(strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch')"
-        f" || printf('.%06dZ', {column} % 1000000))"
+        f"(strftime('%Y-%m-%dT%H:%M:%S', ({column} - {fraction}) / 1000000, 'unixepoch')"
+        f" || printf('.%06dZ', {fraction}))"
     )
 
 

@@ -92,12 +92,13 @@ class Costs:
             where += f" AND {cond.sql}"
             params.extend(cond.params)
         order, order_params = order_by(list(sort), COST_FIELDS, "created_at ASC, rowid ASC")
-        select = ", ".join(iso_sql(n) if n == "effective_date" else n for n in names)
+        # no known field asked for: an empty object per price
+        select = ", ".join(iso_sql(n) if n == "effective_date" else n for n in names) or "NULL"
         rows = self.base.db.conn.execute(
             f"SELECT {select} FROM llm_token_prices WHERE {where}{order} LIMIT ? OFFSET ?",
             (*params, *order_params, limit if limit is not None else -1, offset or 0),
         )
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return [dict(zip(names, row[: len(names)], strict=True)) for row in rows]
 
     def purge(self, user_id: str, project_id: str, expr: Any) -> None:
         ids = ids_of_purge_query(expr, allow_in=True, message="Can only purge by specifying one or more ids")

@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...types.common import utc_representable
 from ..errors import BadRequest
 from .common import dumps, to_us
 
 COMPARISONS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 CONVERSIONS = {"double": "REAL", "int": "INTEGER", "string": "TEXT"}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MIN_US, MAX_US = to_us(datetime.min), to_us(datetime.max)
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,25 @@ class Fields:
 def _literal(value: Any, time: bool) -> Expr:
     if isinstance(value, dict | list):
         return Expr("?", (dumps(value),))
-    if time and isinstance(value, str):
-        try:
-            return Expr("?", (to_us(datetime.fromisoformat(value.replace("Z", "+00:00"))),))
-        except ValueError as exc:
-            raise BadRequest(f"Invalid datetime literal: {value}") from exc
-    if time and isinstance(value, int | float) and not isinstance(value, bool):
-        return Expr("?", (int(value * 1_000_000),))
+    if time and isinstance(value, str | int | float) and not isinstance(value, bool):
+        return Expr("?", (_time_literal(value),))
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return Expr("?", (float(value),))  # SQLite's integers are 64-bit; it compares as a real
     return Expr("?", (value,))
+
+
+def _time_literal(value: str | float) -> int:
+    """Microseconds since the epoch of a time literal (ISO text, or seconds since the epoch); a
+    400 for one that is no time of datetime's range in UTC."""
+    try:
+        if isinstance(value, str):
+            return to_us(utc_representable(datetime.fromisoformat(value.replace("Z", "+00:00"))))
+        us = value * 1_000_000
+        if not MIN_US <= us <= MAX_US:  # also false for NaN
+            raise ValueError(value)
+        return int(us)
+    except ValueError as exc:
+        raise BadRequest(f"Invalid datetime literal: {value}") from exc
 
 
 def _only(spec: Any, name: str) -> Any:

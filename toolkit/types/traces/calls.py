@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..common import WireModel
+from ..common import DateTime, Int64, WireModel
 from .common import Empty, IngestModel, Json, Query, SortBy
 
 
 class LLMUsage(WireModel):
-    prompt_tokens: int | None = None
-    input_tokens: int | None = None
-    completion_tokens: int | None = None
-    output_tokens: int | None = None
-    requests: int | None = None
-    total_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
+    prompt_tokens: Int64 | None = None
+    input_tokens: Int64 | None = None
+    completion_tokens: Int64 | None = None
+    output_tokens: Int64 | None = None
+    requests: Int64 | None = None
+    total_tokens: Int64 | None = None
+    cache_creation_input_tokens: Int64 | None = None
+    cache_read_input_tokens: Int64 | None = None
 
 
 class StartedCall(IngestModel):
@@ -33,13 +32,13 @@ class StartedCall(IngestModel):
     parent_id: str | None = None
     thread_id: str | None = None
     turn_id: str | None = None
-    started_at: datetime
+    started_at: DateTime
     attributes: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, Any] = Field(default_factory=dict)
     otel_dump: dict[str, Any] | None = None
     wb_user_id: str | None = None
     wb_run_id: str | None = None
-    wb_run_step: int | None = None
+    wb_run_step: Int64 | None = None
 
 
 class EndedCall(IngestModel):
@@ -48,12 +47,12 @@ class EndedCall(IngestModel):
     project_id: str
     id: str
     trace_id: str | None = None
-    ended_at: datetime
-    started_at: datetime | None = None
+    ended_at: DateTime
+    started_at: DateTime | None = None
     exception: str | None = None
     output: Json = None
     summary: dict[str, Any] = Field(default_factory=dict)
-    wb_run_step_end: int | None = None
+    wb_run_step_end: Int64 | None = None
 
 
 class CompletedCall(IngestModel):
@@ -67,8 +66,8 @@ class CompletedCall(IngestModel):
     parent_id: str | None = None
     thread_id: str | None = None
     turn_id: str | None = None
-    started_at: datetime
-    ended_at: datetime
+    started_at: DateTime
+    ended_at: DateTime
     attributes: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, Any] = Field(default_factory=dict)
     output: Json = None
@@ -77,8 +76,8 @@ class CompletedCall(IngestModel):
     otel_dump: dict[str, Any] | None = None
     wb_user_id: str | None = None
     wb_run_id: str | None = None
-    wb_run_step: int | None = None
-    wb_run_step_end: int | None = None
+    wb_run_step: Int64 | None = None
+    wb_run_step_end: Int64 | None = None
 
 
 class Call(WireModel):
@@ -89,24 +88,24 @@ class Call(WireModel):
     project_id: str
     op_name: str
     trace_id: str
-    started_at: datetime
+    started_at: DateTime
     attributes: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, Any] = Field(default_factory=dict)
     display_name: str | None = None
     parent_id: str | None = None
     thread_id: str | None = None
     turn_id: str | None = None
-    ended_at: datetime | None = None
+    ended_at: DateTime | None = None
     exception: str | None = None
     output: Json = None
     summary: dict[str, Any] | None = None
     wb_user_id: str | None = None
     wb_run_id: str | None = None
-    wb_run_step: int | None = None
-    wb_run_step_end: int | None = None
-    deleted_at: datetime | None = None
-    storage_size_bytes: int | None = None
-    total_storage_size_bytes: int | None = None
+    wb_run_step: Int64 | None = None
+    wb_run_step_end: Int64 | None = None
+    deleted_at: DateTime | None = None
+    storage_size_bytes: Int64 | None = None
+    total_storage_size_bytes: Int64 | None = None
 
 
 class CallStartReq(IngestModel):
@@ -173,7 +172,7 @@ class CallsDeleteReq(WireModel):
 
 
 class CallsDeleteRes(WireModel):
-    num_deleted: int
+    num_deleted: Int64
 
 
 class CallsFilter(WireModel):
@@ -193,8 +192,8 @@ class CallsFilter(WireModel):
 class CallsQueryReq(WireModel):
     project_id: str
     filter: CallsFilter | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
     sort_by: list[SortBy] | None = None
     query: Query | None = None
     include_costs: bool = False
@@ -210,11 +209,11 @@ class CallsQueryStatsReq(WireModel):
     project_id: str
     filter: CallsFilter | None = None
     query: Query | None = None
-    limit: int | None = None
+    limit: Int64 | None = None
     include_total_storage_size: bool = False
 
 
 class CallsQueryStatsRes(WireModel):
-    count: int
+    count: Int64
     has_more: bool = False
-    total_storage_size_bytes: int | None = None
+    total_storage_size_bytes: Int64 | None = None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import WithJsonSchema
 
-from ..common import WireModel
+from ..common import DateTime, Int64, WireModel
 from .common import Query, SortBy
 
 
@@ -18,7 +17,7 @@ class CostCreateInput(WireModel):
     cache_creation_input_token_cost: float = 0.0
     prompt_token_cost_unit: str = "USD"
     completion_token_cost_unit: str = "USD"
-    effective_date: datetime | None = None
+    effective_date: DateTime | None = None
     provider_id: str | None = None
 
 
@@ -45,8 +44,8 @@ class CostQueryReq(WireModel):
     fields: list[str] | None = None
     query: Query | None = None
     sort_by: list[SortBy] | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
 
 
 class CostQueryOutput(WireModel):
@@ -58,7 +57,7 @@ class CostQueryOutput(WireModel):
     cache_creation_input_token_cost: float | None = None
     prompt_token_cost_unit: str | None = None
     completion_token_cost_unit: str | None = None
-    effective_date: datetime | None = None
+    effective_date: DateTime | None = None
     provider_id: str | None = None
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from ..common import WireModel
+from ..common import DateTime, Int64, WireModel
 from .common import Query, SortBy
 
 
@@ -26,7 +25,7 @@ class FeedbackCreateReq(WireModel):
 
 class FeedbackCreateRes(WireModel):
     id: str
-    created_at: datetime
+    created_at: DateTime
     wb_user_id: str
     payload: dict[str, Any]
 
@@ -44,13 +43,13 @@ class FeedbackQueryReq(WireModel):
     fields: list[str] | None = None
     query: Query | None = None
     sort_by: list[SortBy] | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
 
 
 class FeedbackQueryRes(WireModel):
     result: list[dict[str, Any]]
-    total_count: int = 0
+    total_count: Int64 = 0
 
 
 class FeedbackPurgeReq(WireModel):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from ..common import WireModel
+from ..common import DateTime, Int64, WireModel
 from .common import Json, SortBy
 
 
@@ -32,17 +30,17 @@ class Obj(WireModel):
 
     project_id: str
     object_id: str
-    created_at: datetime
-    deleted_at: datetime | None = None
+    created_at: DateTime
+    deleted_at: DateTime | None = None
     digest: str
-    version_index: int
-    is_latest: int
+    version_index: Int64
+    is_latest: Int64
     kind: str
     base_object_class: str | None = None
     leaf_object_class: str | None = None
     val: Json = None
     wb_user_id: str | None = None
-    size_bytes: int | None = None
+    size_bytes: Int64 | None = None
     tags: list[str] | None = None
     aliases: list[str] | None = None
 
@@ -73,8 +71,8 @@ class ObjectVersionFilter(WireModel):
 class ObjQueryReq(WireModel):
     project_id: str
     filter: ObjectVersionFilter | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
     sort_by: list[SortBy] | None = None
     metadata_only: bool = False
     include_storage_size: bool = False
@@ -98,5 +96,5 @@ class DeletedVersion(WireModel):
 
 
 class ObjDeleteRes(WireModel):
-    num_deleted: int
+    num_deleted: Int64
     deleted_versions: list[DeletedVersion] | None = None

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..common import WireModel
+from ..common import Int64, WireModel
 
 
 class OtelPartialSuccess(WireModel):
-    rejected_spans: int = 0
+    rejected_spans: Int64 = 0
     error_message: str = ""
 
 

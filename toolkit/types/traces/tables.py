@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..common import WireModel
+from ..common import Int64, WireModel
 from .common import Json, SortBy
 
 
@@ -30,11 +30,11 @@ class TableAppend(WireModel):
 
 
 class TablePop(WireModel):
-    index: int
+    index: Int64
 
 
 class TableInsert(WireModel):
-    index: int
+    index: Int64
     row: dict[str, Any]
 
 
@@ -65,15 +65,15 @@ class TableQueryReq(WireModel):
     project_id: str
     digest: str
     filter: TableRowFilter | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
     sort_by: list[SortBy] | None = None
 
 
 class TableRow(WireModel):
     digest: str
     val: Json
-    original_index: int | None = None
+    original_index: Int64 | None = None
 
 
 class TableQueryRes(WireModel):
@@ -86,4 +86,4 @@ class TableQueryStatsReq(WireModel):
 
 
 class TableQueryStatsRes(WireModel):
-    count: int
+    count: Int64

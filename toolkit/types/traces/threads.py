@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from ..common import WireModel
+from ..common import DateTime, Int64, WireModel
 from .common import SortBy
 
 
 class ThreadsQueryFilter(WireModel):
-    after_datetime: datetime | None = None
-    before_datetime: datetime | None = None
+    after_datetime: DateTime | None = None
+    before_datetime: DateTime | None = None
     thread_ids: list[str] | None = None
 
 
 class ThreadsQueryReq(WireModel):
     project_id: str
     filter: ThreadsQueryFilter | None = None
-    limit: int | None = None
-    offset: int | None = None
+    limit: Int64 | None = None
+    offset: Int64 | None = None
     sort_by: list[SortBy] | None = None
 
 
@@ -26,9 +24,9 @@ class Thread(WireModel):
     """``ThreadSchema``: the turn calls (``id == turn_id``) of one ``thread_id``, aggregated."""
 
     thread_id: str
-    turn_count: int
-    start_time: datetime
-    last_updated: datetime
+    turn_count: Int64
+    start_time: DateTime
+    last_updated: DateTime
     first_turn_id: str | None = None
     last_turn_id: str | None = None
     p50_turn_duration_ms: float | None = None

@@ -88,7 +88,14 @@ def checkpoint_files(model_id: str, step: Step, training: Training, user: Curren
     )
 
 
-@router.get("/{model_id}/checkpoints/{step}/files/{name}", response_class=FileResponse)
+BYTES = {"type": "string", "format": "binary"}
+
+
+@router.get(
+    "/{model_id}/checkpoints/{step}/files/{name}",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {"schema": BYTES}}}},
+)
 def checkpoint_file(
     model_id: str, step: Step, name: str, training: Training, user: CurrentUser
 ) -> FileResponse:
