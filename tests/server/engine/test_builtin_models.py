@@ -57,10 +57,25 @@ def test_the_default_model_answers_in_words(http: httpx.Client) -> None:
 
 
 def test_the_random_model_is_served_by_name(random_http: httpx.Client) -> None:
+    """Served by its name, with its own weights: greedy tokens equal transformers' greedy generation
+    from the seeded initialisation."""
     served = [m["id"] for m in random_http.get("/v1/models").json()["data"]]
     assert served == [RANDOM_NAME]
     body = random_http.post(
         "/v1/chat/completions",
-        json={"model": RANDOM_NAME, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8},
+        json={
+            "model": RANDOM_NAME,
+            "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "ignore_eos": True,
+            "return_token_ids": True,
+        },
     ).json()
-    assert body["usage"]["completion_tokens"] >= 1
+    prompt, tokens = body["prompt_token_ids"], body["choices"][0]["token_ids"]
+    assert body["usage"]["completion_tokens"] == len(tokens) == 8
+    torch.manual_seed(0)
+    reference = LlamaForCausalLM(tiny_config()).eval()
+    with torch.no_grad():
+        out = reference.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False, min_new_tokens=8)
+    assert out[0, len(prompt) :].tolist() == tokens
