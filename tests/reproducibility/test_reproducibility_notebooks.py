@@ -4,9 +4,9 @@ byte-identical checkpoints (sha256 of every weight file of every step).
 
 Both runs are quick passes (``TOOLKIT_NOTEBOOK_QUICK=1``) with torch on one thread
 (``TOOLKIT_TORCH_THREADS=1``; docs/training.md, "What is bit for bit", says what changes with the
-thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run; notebook 07
-joins it once it is seeded. The runs use data folders of their own, not the session's, so this
-file stays out of the notebook group that ``conftest.py`` keeps on one worker.
+thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run (03 and 07).
+The runs use data folders of their own, not the session's, so this file stays out of the notebook
+group that ``conftest.py`` keeps on one worker.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from notebook_support import NOTEBOOKS, run_notebook
 
 import toolkit as tk
 
-SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop",)]
+SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop", "07_agent")]
 
 
 def stop_servers(folder: Path) -> None:
