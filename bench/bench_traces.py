@@ -135,6 +135,20 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+SCAN_CPU_ROWS = 20_000  # rows scanned for the CPU-per-row figure
+QUERY_CPU_QUERIES = 60  # queries run for the CPU-per-query figure
+
+
+def cpu_per(pid: int, work: Callable[[], int], at_least: int) -> float:
+    """CPU seconds of process ``pid`` per unit of ``work`` (which returns the units it did: rows
+    scanned, queries run), repeated until at least ``at_least`` units: /proc counts CPU time in
+    10 ms ticks, so a small table's one scan can read as none."""
+    cpu, done = cpu_s(pid), 0
+    while done < at_least:
+        done += max(work(), 1)
+    return (cpu_s(pid) - cpu) / done
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds a process has used (user and system, all threads): unlike wall time, barely moved by
     other work on the machine."""
@@ -212,16 +226,27 @@ def weave_side(data: Path, repeats: int, timed_calls: int) -> dict[str, Any]:
             whole = [{**start, **ends[start["id"]]} for start in starts]
             server.calls_complete(tsi.CallsUpsertCompleteReq.model_validate({"batch": whole}))
         out: dict[str, Any] = {"ingest": ingest, "queries": {}}
-        cpu = cpu_s(os.getpid())
-        for name, spec in QUERIES.items():
-            req = tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec})
+        reqs = [
+            tsi.CallsQueryReq.model_validate({"project_id": PROJECT, **spec}) for spec in QUERIES.values()
+        ]
+        for name, req in zip(QUERIES, reqs, strict=True):
             out["queries"][name] = p50_ms(lambda r=req: sum(1 for _ in server.calls_query_stream(r)), repeats)
-        cpu_query = (cpu_s(os.getpid()) - cpu) / (repeats * len(QUERIES))
+
+        def each_query() -> int:
+            for req in reqs:
+                sum(1 for _ in server.calls_query_stream(req))
+            return len(reqs)
+
+        cpu_query = cpu_per(os.getpid(), each_query, QUERY_CPU_QUERIES)
         with PeakRss(os.getpid()) as mem:
-            t, cpu = time.perf_counter(), cpu_s(os.getpid())
+            t = time.perf_counter()
             rows = sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT)))
             out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t), "rss_growth_mb": 0.0}
-            cpu_scan = (cpu_s(os.getpid()) - cpu) / rows
+        cpu_scan = cpu_per(
+            os.getpid(),
+            rows,
+            lambda: sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT))),
+        )
         out["scan"]["rss_growth_mb"] = mem.growth
         out["cpu"] = {"ingest_us": cpu_ingest * 1e6, "query_ms": cpu_query * 1e3, "scan_us": cpu_scan * 1e6}
     return out
@@ -289,15 +314,20 @@ def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
                         r.raise_for_status()
                         return jsonl_rows(r.iter_bytes())
 
-                cpu = cpu_s(proc.pid)
                 for name, spec in QUERIES.items():
                     out["queries"][name] = p50_ms(lambda s=spec: query(s), repeats)
-                cpu_query = (cpu_s(proc.pid) - cpu) / (repeats * len(QUERIES))
+
+                def each_query() -> int:
+                    for spec in QUERIES.values():
+                        query(spec)
+                    return len(QUERIES)
+
+                cpu_query = cpu_per(proc.pid, each_query, QUERY_CPU_QUERIES)
                 with PeakRss(proc.pid) as mem:
-                    t, cpu = time.perf_counter(), cpu_s(proc.pid)
+                    t = time.perf_counter()
                     rows = query({})
                     out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t)}
-                    cpu_scan = (cpu_s(proc.pid) - cpu) / rows
+                cpu_scan = cpu_per(proc.pid, lambda: query({}), SCAN_CPU_ROWS)
                 out["scan"]["rss_growth_mb"] = mem.growth
                 out["cpu"] = {
                     "ingest_us": cpu_ingest * 1e6,

@@ -125,7 +125,7 @@ def training_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         name = "LoRA r=8, 7 projections" if r["mode"] == "lora" else "full fine-tuning"
         lines.append(
-            f"| {name} | {r['params_m']:.1f} | {r['trainable_m']:.2f} | {r['step_s']:.2f} | {r['cpu_s']:.2f}"
+            f"| {name} | {r['params_m']:.1f} | {r['trainable_m']:.2f} | {r['step_s']:.3g} | {r['cpu_s']:.3g}"
             f" | {r['peak_mib']:.0f} |"
         )
     return "\n".join(lines)

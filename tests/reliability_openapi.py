@@ -25,6 +25,8 @@ from pydantic import BaseModel
 
 from toolkit.server.app import create_app
 from toolkit.server.settings import Settings
+from toolkit.server.traces.routes.batch_body import batch_items
+from toolkit.types import traces as trace_types
 from toolkit.types.chat import ChatCompletionRequest
 
 MAX_ITEMS = 3
@@ -173,9 +175,15 @@ def api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRo
             yield from api_routes(route.original_router.routes, prefix + route.include_context.prefix)
 
 
+# body parsers that decode without a model on their common path, and the model they validate by
+BODY_PARSERS: dict[Any, type[BaseModel]] = {batch_items: trace_types.CallCreateBatchReq}
+
+
 def parsed_model(route: APIRoute) -> type[BaseModel] | None:
     """The pydantic model a dependency of ``route`` validates the raw body with, if any."""
     for dep in route.dependant.dependencies:
+        if dep.call in BODY_PARSERS:
+            return BODY_PARSERS[dep.call]
         for value in inspect.getclosurevars(dep.call).nonlocals.values() if dep.call else ():
             if isinstance(value, type) and issubclass(value, BaseModel):
                 return value

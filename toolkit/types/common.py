@@ -10,7 +10,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 T = TypeVar("T")
 
 # An integer a SQLite column or bound parameter holds (a 4xx beyond it, not an OverflowError's 500).
-Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 
 
 def utc_representable(value: datetime) -> datetime:

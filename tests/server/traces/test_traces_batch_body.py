@@ -78,6 +78,9 @@ UNUSUAL: list[tuple[str, Any]] = [
     ("op_name", None),
     ("parent_id", 7),
     ("started_at", "2025-13-01T12:00:00Z"),
+    ("started_at", "0001-01-01T00:00:00+00:07"),  # no UTC form: pydantic's DateTime answers 422
+    ("started_at", "9999-12-31T23:59:59-00:07"),
+    ("wb_run_step", 2**63),  # beyond SQLite's integers: pydantic's Int64 answers 422
 ]
 
 

@@ -17,6 +17,7 @@ import orjson
 from fastapi import Request
 
 from ....types import traces as t
+from ....types.common import INT64_MAX, INT64_MIN, utc_representable
 from .wire import json_body
 
 # the times both parsers read alike: RFC 3339 with at most microseconds, zone optional
@@ -43,16 +44,18 @@ class _Missing(Exception):
 
 
 def _time(value: Any) -> datetime:
+    """A time both parsers read alike and that has a UTC form (else pydantic decides: a 422)."""
     if type(value) is not str or not _TIME.fullmatch(value):
         raise _Missing
     try:
-        return datetime.fromisoformat(value)
+        return utc_representable(datetime.fromisoformat(value))
     except ValueError:
         raise _Missing from None
 
 
 def _opt_int(value: Any) -> None:
-    if value is not None and type(value) is not int:
+    """None or an int a SQLite column holds (else pydantic decides: a 422)."""
+    if value is not None and (type(value) is not int or not INT64_MIN <= value <= INT64_MAX):
         raise _Missing
 
 
