@@ -13,9 +13,9 @@ at Qwen3's 151,936 so that the output head, the logits of each step and the memo
 real model. Requests ignore EOS and count ``usage.completion_tokens``. Served in bf16 (the server's
 placement on a GPU), with 16 LoRA adapters (peft, rank 8, the 7 projections) by name.
 
-Two servers on the same folder: one as shipped, one with device sampling and the random numbers
-drawn on the device (``TOOLKIT_DEVICE_SAMPLING=device``). Measures, interleaved over ``--rounds``
-(each keeps its best):
+Two servers on the same folder: one sampling on the CPU (``TOOLKIT_DEVICE_SAMPLING=0``), one as
+shipped on CUDA: sampling and its random numbers on the device (``=device``, the default there).
+Measures, interleaved over ``--rounds`` (each keeps its best):
 - decode tokens/s at 1, 16 and 64 concurrent chat requests over HTTP (``--tokens`` each, greedy, and
   at T=1 with a seed), against ``generate`` at batch 1, 16 and 64 (greedy) in this process;
 - what sampling costs a decode step (bench/gpu_sampling.py: in-process, the engine's runner and
@@ -394,13 +394,13 @@ def decode_rows(bench: Bench, args: Any) -> list[tuple[str, ...]]:
 
 DECODE_HEADER = (
     "concurrent requests / batch",
-    "engine over HTTP, greedy, tokens/s",
+    "engine over HTTP, CPU sampling, greedy, tokens/s",
     "generate, greedy, tokens/s",
     "ratio",
     "engine, T=1 seeded",
     "device sampling, greedy",
     "device sampling, T=1 seeded",
-    "T=1: device sampling vs today",
+    "T=1: device sampling vs CPU sampling",
 )
 TRAINING_HEADER = (
     "job (rank 8, 7 projections)",

@@ -4,8 +4,8 @@ runner and sampler (no HTTP, no scheduler); and the memory figures of processes 
 
 For each batch size, after a prefill of the prompt into every row: the runner's decode step (the
 forward), then on its logits ``[B, V]`` (float32) each way of sampling, greedy and at T=1 with a
-seeded generator per row (as RL rollouts are): today's (the logits copied to the CPU, the pipeline
-there), device sampling (the pipeline on the device, the race's random numbers drawn on the CPU by
+seeded generator per row (as RL rollouts are): on the CPU (``=0``: the logits copied there, the
+pipeline there), device sampling (the pipeline on the device, the race's random numbers drawn on the CPU by
 each row's generator, rows in threads, and copied there), device sampling with the random numbers
 drawn on the device too (``TOOLKIT_DEVICE_SAMPLING=device``: a generator per seeded request there),
 the copy alone and the random numbers alone (in order, and in threads). Each figure is the median
@@ -146,7 +146,7 @@ def sampling_costs(
 
 def sampling_table(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     """Rows of the sampling table: per batch size, the forward and each way of sampling (ms), and
-    sampling's share of a decode step today and with device sampling (at T=1)."""
+    sampling's share of a decode step on the CPU and with device sampling (at T=1)."""
     out = []
     for r in results:
         today = r["cpu_t1_ms"] / (r["forward_ms"] + r["cpu_t1_ms"])
@@ -177,7 +177,7 @@ SAMPLING_HEADER = (
     "logits to the CPU ms",
     "random numbers ms (in order / in threads)",
     "random numbers on the device: T=1 sampling ms (numbers alone)",
-    "sampling's share of a T=1 step (today / device / device numbers)",
+    "sampling's share of a T=1 step (CPU / device / device numbers)",
     "same tokens",
     "device numbers: same tokens alone as in the batch",
 )

@@ -1,7 +1,7 @@
 """What is bit for bit: the same seeded rollouts and jobs in fresh servers, at several torch thread counts.
 
     .venv/bin/python bench/reproducibility.py [--threads 1 2 4] [--isa avx2] [--sft-batches 8]
-        [--batch-size 64] [--smoke]
+        [--batch-size 64] [--device cuda] [--smoke]
 
 For each thread count T, starts ``toolkit serve`` in a fresh temporary folder with
 ``TOOLKIT_TORCH_THREADS=T`` (one server at a time), and for each ``--isa`` one more on the first
@@ -19,6 +19,9 @@ server agree, whether every server agrees with the first, the largest absolute d
 weight from the first server's, and the seconds each job took. The gather runs one request at a
 time (its tokens compared with the first server's) and 32 at once (its tokens compared with the
 one-at-a-time gather of the same server, and the largest difference of their logprobs).
+``--device cuda`` (or ``cuda:N``): instead of thread counts, four servers on that device, two as
+shipped and two sampling on the CPU (``TOOLKIT_DEVICE_SAMPLING=0``); each is compared with the first
+of its kind.
 ``--smoke``: threads 1 and 2, one SFT batch, no ``--isa`` (tests/bench/test_bench_reproducibility.py).
 """
 
@@ -62,6 +65,8 @@ class Sft:
 class Server:
     name: str
     env: dict[str, str]
+    args: tuple[str, ...] = ()  # more ``toolkit serve`` options
+    reference: str = ""  # the server this one is compared with: the first one if empty
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Run:
     """What one server (one thread count) gave: per job, the weight files of each of its two models."""
 
     name: str
+    reference: str = ""  # the run it is compared with: the first one if empty
     tokens: list[list[int]] = field(default_factory=list)  # token ids of the seeded gather
     batched_tokens: list[list[int]] = field(default_factory=list)  # the same, 32 requests at once
     logprob_difference: float = 0.0  # the largest of their logprobs' differences
@@ -77,14 +83,16 @@ class Run:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def start_server(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``toolkit serve`` on a free port in ``folder`` with ``env`` added: (process, URL, key). It may
-    take minutes to start on a loaded machine; a server that exits says why."""
+def start_server(
+    folder: Path, env: dict[str, str], args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``toolkit serve *args`` on a free port in ``folder`` with ``env`` added: (process, URL, key). It
+    may take minutes to start on a loaded machine; a server that exits says why."""
     folder.mkdir(parents=True)
     log = folder / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)],
+            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **env},
@@ -167,9 +175,9 @@ def train(
 def run_server(
     server: Server, groups: list[TrajectoryGroup] | None, sft: Sft
 ) -> tuple[Run, list[TrajectoryGroup]]:
-    run = Run(server.name)
+    run = Run(server.name, server.reference)
     with tempfile.TemporaryDirectory(prefix="repro-") as tmp:
-        proc, url, key = start_server(Path(tmp) / "data", server.env)
+        proc, url, key = start_server(Path(tmp) / "data", server.env, server.args)
         try:
             with tk.Client(url, key) as client:
                 gathered = sampled(client, 1)
@@ -195,15 +203,15 @@ def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> fl
 
 
 def report(runs: list[Run]) -> str:
-    first = runs[0]
+    by_name = {run.name: run for run in runs}
     yes: Callable[[bool], str] = lambda ok: "yes" if ok else "**no**"  # noqa: E731
     lines = [
-        f"| server | job | digest | two models equal | equal to {first.name} | max abs weight difference"
-        " | s per job |",
+        "| server | job | digest | two models equal | equal to | max abs weight difference | s per job |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        same = yes(run.tokens == first.tokens)
+        first = by_name.get(run.reference, runs[0])
+        same = f"{yes(run.tokens == first.tokens)} ({first.name})"
         lines.append(f"| {run.name} | seeded gather, 1 at a time | - | - | {same} | - | - |")
         same = yes(run.batched_tokens == run.tokens)
         difference = f"{run.logprob_difference:.3g} (logprobs)"
@@ -212,16 +220,32 @@ def report(runs: list[Run]) -> str:
         )
         for job in JOBS:
             digests = run.digests[job]
-            difference = max_difference(run.weights[job][0], first.weights[job][0])
+            weights = max_difference(run.weights[job][0], first.weights[job][0])
+            same = f"{yes(digests[0] == first.digests[job][0])} ({first.name})"
             lines.append(
                 f"| {run.name} | {job} | `{digests[0][:12]}` | {yes(digests[0] == digests[1])} |"
-                f" {yes(digests[0] == first.digests[job][0])} | {difference:.3g} | {run.seconds[job]:.1f} |"
+                f" {same} | {weights:.3g} | {run.seconds[job]:.1f} |"
             )
     lines.append("")
     backend = [line for line in torch.__config__.parallel_info().splitlines() if "backend" in line]
     capability = torch.backends.cpu.get_cpu_capability()
     lines.append(f"torch {torch.__version__}; {'; '.join(backend)}; CPU capability {capability}")
+    if torch.cuda.is_available():
+        lines.append(f"GPU: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}")
     return "\n".join(lines)
+
+
+def on_device(device: str) -> list[Server]:
+    """Two servers on ``device`` as shipped (sampling and its random numbers there), two sampling on
+    the CPU (``TOOLKIT_DEVICE_SAMPLING=0``)."""
+    shipped, cpu = f"{device}, as shipped, run 1", f"{device}, CPU sampling, run 1"
+    on_cpu = {"TOOLKIT_DEVICE_SAMPLING": "0"}
+    return [
+        Server(shipped, {}, ("--device", device)),
+        Server(f"{device}, as shipped, run 2", {}, ("--device", device), shipped),
+        Server(cpu, on_cpu, ("--device", device), shipped),
+        Server(f"{device}, CPU sampling, run 2", on_cpu, ("--device", device), cpu),
+    ]
 
 
 def main() -> None:
@@ -230,12 +254,17 @@ def main() -> None:
     parser.add_argument("--isa", action="append", default=[], help="e.g. avx2 (ATEN_CPU_CAPABILITY values)")
     parser.add_argument("--sft-batches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu", help="cpu (thread counts), or cuda / cuda:N")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     sft = Sft(1 if args.smoke else args.sft_batches, args.batch_size)
     threads = [1, 2] if args.smoke else args.threads
-    servers = [Server(f"threads={t}", {"TOOLKIT_TORCH_THREADS": str(t)}) for t in threads]
-    for isa in [] if args.smoke else args.isa:
+    servers = (
+        [Server(f"threads={t}", {"TOOLKIT_TORCH_THREADS": str(t)}) for t in threads]
+        if args.device == "cpu"
+        else on_device(args.device)
+    )
+    for isa in [] if args.smoke or args.device != "cpu" else args.isa:
         capped = {
             "ATEN_CPU_CAPABILITY": isa,
             "MKL_ENABLE_INSTRUCTIONS": isa.upper(),

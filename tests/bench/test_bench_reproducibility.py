@@ -9,12 +9,12 @@ from bench_script import run_bench, table_rows
 def test_bench_reproducibility_smoke_reports_each_job_per_thread_count() -> None:
     out = run_bench("reproducibility.py", "--smoke")
     header, *rows = table_rows(out)
-    assert header[:5] == ["server", "job", "digest", "two models equal", "equal to threads=1"]
+    assert header[:5] == ["server", "job", "digest", "two models equal", "equal to"]
     jobs = ["SFT, every weight", "SFT, LoRA r=8", "RL, every weight"]
     gathers = ["seeded gather, 1 at a time", "seeded gather, 32 at once"]
     assert [(r[0], r[1]) for r in rows] == [(f"threads={t}", job) for t in (1, 2) for job in gathers + jobs]
     assert all(r[4].startswith("yes") for r in rows if r[1] in gathers)  # seeded: the same tokens
     trained = [r for r in rows if r[1] in jobs]
     assert all(r[3] == "yes" for r in trained)  # same server, same job and seed: the same bytes
-    assert all(r[4] == "yes" and r[5] == "0" for r in trained if r[0] == "threads=1")
+    assert all(r[4] == "yes (threads=1)" and r[5] == "0" for r in trained if r[0] == "threads=1")
     assert "CPU capability" in out

@@ -80,7 +80,10 @@ def test_seeded_rows_drawn_in_threads_get_the_numbers_of_their_own_generator() -
 
 def test_the_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLKIT_DEVICE_SAMPLING", raising=False)
-    assert device_sampling() is False
+    assert device_sampling() is False and device_random() is False  # the CPU's default
+    assert device_sampling(cuda=True) is True and device_random(cuda=True) is True  # a GPU's
+    monkeypatch.setenv("TOOLKIT_DEVICE_SAMPLING", "0")
+    assert device_sampling(cuda=True) is False
     monkeypatch.setenv("TOOLKIT_DEVICE_SAMPLING", "1")
     assert device_sampling() is True
     assert device_random() is False

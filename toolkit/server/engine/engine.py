@@ -6,11 +6,10 @@ Requests come in from the event loop (:meth:`Engine.submit`) and wait in a queue
 there is room (one batched prefill per runner, reusing cached prefix blocks), then runs one decode
 step per runner over all its sequences at once: the base model and every LoRA adapter share the base
 runner's step, each row through its own adapter; a whole-weight checkpoint has a runner of its own.
-Weights load on first use (:mod:`.weights`). Sampling runs on the CPU whatever the device (seeded
-generators are CPU generators: a seed gives the same tokens everywhere), unless ``device_sampling``
-(``TOOLKIT_DEVICE_SAMPLING=1``) keeps the logits on the device and brings only the random numbers
-there, or (``=device``) draws those on the device too (:mod:`.sampling`). Results go back to the
-event loop as events.
+Weights load on first use (:mod:`.weights`). On a CUDA device sampling runs there, each seeded
+request drawing from a device generator of its own (``TOOLKIT_DEVICE_SAMPLING`` unset or ``device``);
+``=1`` samples there with the numbers of CPU generators, ``=0`` on the CPU, as the CPU always does
+(:mod:`.sampling`, :mod:`.resources`). Results go back to the event loop as events.
 """
 
 from __future__ import annotations
@@ -119,12 +118,13 @@ class Engine:
         # test-only: while this file exists the scheduler does nothing (a stall made on purpose)
         self._pause_file = os.environ.get("TOOLKIT_ENGINE_PAUSE_FILE")
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
-        # device sampling (None: $TOOLKIT_DEVICE_SAMPLING); seeded rows draw in threads of their own,
-        # or on the device with random_on_device (which implies sampling there)
-        on_device = device_random() if random_on_device is None else random_on_device
+        # device sampling (None: $TOOLKIT_DEVICE_SAMPLING, or on by default on CUDA); seeded rows draw in
+        # threads of their own, or on the device with random_on_device (which implies sampling there)
+        cuda = self.placement.device.type == "cuda"
+        on_device = device_random(cuda) if random_on_device is None else random_on_device
         self._device_random = DeviceRandom(self.placement.device) if on_device else None
         self.sample_on_device = on_device or (
-            device_sampling() if sample_on_device is None else sample_on_device
+            device_sampling(cuda) if sample_on_device is None else sample_on_device
         )
         threads = min(NOISE_THREADS, os.cpu_count() or 1)
         use_pool = self.sample_on_device and not on_device

@@ -29,26 +29,27 @@ def torch_threads() -> int:
     return int(raw)
 
 
-def _device_sampling_setting() -> str:
+def _device_sampling_setting(cuda: bool) -> str:
     raw = os.environ.get("TOOLKIT_DEVICE_SAMPLING", "").strip()
     if raw not in ("", "0", "1", "device"):
         raise ValueError(f"TOOLKIT_DEVICE_SAMPLING must be 0, 1 or device, not {raw!r}")
-    return raw
+    return raw or ("device" if cuda else "0")
 
 
-def device_sampling() -> bool:
-    """``$TOOLKIT_DEVICE_SAMPLING`` set to 1 or ``device``: the engine samples where the logits are (a
-    GPU: its logits no longer come to the CPU each step). With 1 the random numbers still come from
-    each request's CPU generator, so a seed draws the same numbers (and tokens) as on the CPU. Off by
-    default: sampling runs on the CPU."""
-    return _device_sampling_setting() in ("1", "device")
+def device_sampling(cuda: bool = False) -> bool:
+    """Whether the engine samples where the logits are (a GPU: its logits no longer come to the CPU
+    each step): ``$TOOLKIT_DEVICE_SAMPLING`` set to 1 or ``device``, or unset on a CUDA device. With 1
+    the random numbers still come from each request's CPU generator, so a seed draws the same numbers
+    as on the CPU. 0 samples on the CPU, the default on the CPU."""
+    return _device_sampling_setting(cuda) in ("1", "device")
 
 
-def device_random() -> bool:
-    """``$TOOLKIT_DEVICE_SAMPLING`` set to ``device``: the random numbers are drawn on the device too,
-    each seeded request from a device generator of its own (:class:`.sampling.DeviceRandom`). A seed
-    then gives the same tokens on that kind of device whatever the batch, not the CPU's tokens."""
-    return _device_sampling_setting() == "device"
+def device_random(cuda: bool = False) -> bool:
+    """Whether the random numbers are drawn on the device too, each seeded request from a device
+    generator of its own (:class:`.sampling.DeviceRandom`): ``$TOOLKIT_DEVICE_SAMPLING=device``, or
+    unset on a CUDA device. A seed then gives the same tokens on that kind of device whatever the
+    batch, not the CPU's tokens."""
+    return _device_sampling_setting(cuda) == "device"
 
 
 def brief_spin_waits() -> None:
