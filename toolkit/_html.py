@@ -16,8 +16,9 @@ from pydantic import BaseModel
 from . import _theme
 from ._text import visible
 from .types.chat import ChatCompletion
+from .types.service import SystemCheck
 from .types.traces import Call
-from .types.training import Checkpoint, Model, SystemCheck, TrainingJob, Trajectory, TrajectoryGroup
+from .types.training import Checkpoint, Model, TrainingJob, Trajectory, TrajectoryGroup
 
 STATUS_COLORS = {
     "succeeded": _theme.SUCCESS,

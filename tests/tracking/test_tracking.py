@@ -43,6 +43,21 @@ def trained(server: LocalServer) -> Iterator[Trained]:
         yield Trained(client, model, metrics)
 
 
+@pytest.fixture
+def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """W&B's folders under ``tmp_path`` and its output silenced, for an offline run."""
+    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The URI of an MLflow file store under ``tmp_path``."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow >= 3.7 asks before using a file store
+    return (tmp_path / "mlruns").as_uri()
+
+
 def wandb_records(path: Path) -> Iterator[Any]:
     """The protobuf records of an offline run's ``.wandb`` file (W&B's 7-byte header, then LevelDB
     log records: crc32c, length, type; full, or first/middle/last chunks)."""
@@ -118,14 +133,10 @@ def test_without_the_packages_logging_says_what_to_install(monkeypatch: pytest.M
         tk.tracking.log_to(object(), source)
 
 
-def test_a_model_goes_to_a_wandb_offline_run(
-    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("wandb_offline")
+def test_a_model_goes_to_a_wandb_offline_run(trained: Trained, tmp_path: Path) -> None:
     import wandb
 
-    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("WANDB_SILENT", "true")
     run = wandb.init(mode="offline", dir=tmp_path, project="tests-tracking", name=trained.model.name)
     found = tk.tracking.log_to(run, trained.model.id, client=trained.client)
     sync_file = Path(run.settings.sync_file)
@@ -143,27 +154,23 @@ def test_a_model_goes_to_a_wandb_offline_run(
     assert [row["step"] for row in found.record["lineage"]] == [0, 1, 2]
 
 
-def test_a_model_goes_to_an_mlflow_file_store(
-    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_model_goes_to_an_mlflow_file_store(trained: Trained, tmp_path: Path, mlflow_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow >= 3.7 asks before using a file store
-    uri = (tmp_path / "mlruns").as_uri()
-    store = MlflowClient(uri)
+    store = MlflowClient(mlflow_uri)
     run = store.create_run(store.create_experiment("tests-tracking"))
-    found = tk.tracking.log_to(run, trained.model.id, client=trained.client, tracking_uri=uri)
+    found = tk.tracking.log_to(run, trained.model.id, client=trained.client, tracking_uri=mlflow_uri)
     store.set_terminated(run.info.run_id)
-    back = MlflowClient(uri).get_run(run.info.run_id)  # a new client: what is on disk
+    back = MlflowClient(mlflow_uri).get_run(run.info.run_id)  # a new client: what is on disk
     assert back.data.params["model_id"] == trained.model.id
     assert float(learning_rate(back.data.params, 2)) == pytest.approx(2e-4)
     for key in ("train/reward", "loss/train"):
-        history = MlflowClient(uri).get_metric_history(run.info.run_id, key)
+        history = MlflowClient(mlflow_uri).get_metric_history(run.info.run_id, key)
         assert {m.step: m.value for m in history} == {
             s: pytest.approx(m[key]) for s, m in trained.metrics.items() if m
         }
         assert back.data.metrics[key] == pytest.approx(trained.metrics[2][key])  # the latest is the last step
-    path = MlflowClient(uri).download_artifacts(run.info.run_id, RECORD_FILE, str(tmp_path / "back"))
+    path = MlflowClient(mlflow_uri).download_artifacts(run.info.run_id, RECORD_FILE, str(tmp_path / "back"))
     assert json.loads(Path(path).read_text()) == found.record
 
 
@@ -216,22 +223,18 @@ def test_an_exported_experiment_is_tracked_from_its_json_or_its_file(tmp_path: P
         tracked(3)
 
 
-def test_track_starts_logs_and_finishes_a_run_of_each(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("wandb_offline")
+def test_track_starts_logs_and_finishes_a_run_of_each(tmp_path: Path, mlflow_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    uri = (tmp_path / "mlruns").as_uri()
     doc = exported_experiment()
-    ids = tk.tracking.track(["wandb", "mlflow"], doc, tracking_uri=uri, mode="offline", dir=str(tmp_path))
+    ids = tk.tracking.track(
+        ["wandb", "mlflow"], doc, tracking_uri=mlflow_uri, mode="offline", dir=str(tmp_path)
+    )
     (sync_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
     config, history, _ = read_offline_run(sync_file)
     assert config["seed"] == 7 and history[2] == {"first/train/reward": 0.5}
-    run = MlflowClient(uri).get_run(ids["mlflow"])
+    run = MlflowClient(mlflow_uri).get_run(ids["mlflow"])
     assert run.info.status == "FINISHED" and run.info.run_name == "repro"
     assert run.data.params["jobs.0.rl.experimental_config.learning_rate"] == "0.0001"
     assert run.data.metrics["second/train/reward"] == 0.25
@@ -239,17 +242,13 @@ def test_track_starts_logs_and_finishes_a_run_of_each(
         tk.tracking.track(["tensorboard"], doc)
 
 
+@pytest.mark.usefixtures("wandb_offline")
 def test_an_experiment_with_track_lands_in_both_when_it_closes(
-    server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: LocalServer, tmp_path: Path, mlflow_uri: str
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    uri = (tmp_path / "mlruns").as_uri()
-    options = {"tracking_uri": uri, "mode": "offline", "dir": str(tmp_path)}
+    options = {"tracking_uri": mlflow_uri, "mode": "offline", "dir": str(tmp_path)}
     with server.client() as client:
         with tk.experiment(
             "tracked-run", seed=3, client=client, track=["wandb", "mlflow"], track_options=options
@@ -266,6 +265,6 @@ def test_an_experiment_with_track_lands_in_both_when_it_closes(
     assert config["name"] == "tracked-run" and config["seed"] == 3
     assert config["jobs.0.rl.experimental_config.learning_rate"] == pytest.approx(3e-4)
     assert history[1]["train/reward"] == pytest.approx(reward) and len(artifacts) == 1
-    run = MlflowClient(uri).get_run(ids["mlflow"])
+    run = MlflowClient(mlflow_uri).get_run(ids["mlflow"])
     assert run.data.params["seed"] == "3" and run.info.run_name == "tracked-run"
     assert run.data.metrics["train/reward"] == pytest.approx(reward)

@@ -13,15 +13,9 @@ import toolkit  # noqa: F401  (installs the reprs)
 from toolkit import _theme, frames
 from toolkit._text import visible
 from toolkit.types.chat import ChatCompletion
+from toolkit.types.service import AcceleratorCheck, ComponentCheck, SystemCheck
 from toolkit.types.traces import Call
-from toolkit.types.training import (
-    AcceleratorCheck,
-    Checkpoint,
-    ComponentCheck,
-    Model,
-    SystemCheck,
-    TrainingJob,
-)
+from toolkit.types.training import Checkpoint, Model, TrainingJob
 from toolkit.widgets.conversation import message_html
 
 

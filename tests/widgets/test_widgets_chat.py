@@ -11,7 +11,7 @@ from toolkit import _theme
 from toolkit.plots import probability_color
 from toolkit.types.training import TokenLogprob
 from toolkit.widgets import ChatCompare
-from toolkit.widgets.chat import diff_html, logprob_html
+from toolkit.widgets.chat_column import diff_html, logprob_html
 
 
 def test_diff_html_marks_words() -> None:

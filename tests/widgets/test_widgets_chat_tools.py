@@ -11,7 +11,7 @@ from typing import Any
 from openai.types.chat import ChatCompletionChunk
 
 from toolkit.widgets import ChatCompare
-from toolkit.widgets.chat import Step
+from toolkit.widgets.chat_column import Step
 from toolkit.widgets.conversation import message_html, tool_call_html, tool_result_html
 
 CODES = {"abc": "417"}

@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any
 
 from ..types.chat import ModelCardList
-from ..types.training import Health, SystemCheck
+from ..types.service import Health, SystemCheck
 from ._transport import AsyncTransport, Config, Op, SyncTransport
 from .deployment import Deployment, DeploymentName
 from .inference import AsyncChat, Chat, op_served_models

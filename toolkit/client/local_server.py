@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 from filelock import FileLock
 
-from ..types.training import Health
+from ..types.service import Health
 
 DEFAULT_DATA_DIR = Path("~/.toolkit")
 START_TIMEOUT = 120.0

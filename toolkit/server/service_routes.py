@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from .._version import __version__
 from ..types.chat import ModelCard, ModelCardList
-from ..types.training import AcceleratorCheck, ComponentCheck, Health, ServedBaseModel, SystemCheck
+from ..types.service import AcceleratorCheck, ComponentCheck, Health, ServedBaseModel, SystemCheck
 from .auth import current_user
 from .state import Services, services
 from .store.users import User

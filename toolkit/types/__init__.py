@@ -3,6 +3,7 @@
 from .chat import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ModelCard, ModelCardList, Usage
 from .common import ListEnvelope, WireModel
 from .errors import HTTPValidationError, OpenAIErrorResponse, TraceErrorResponse
+from .service import Health, SystemCheck
 from .training import (
     Artifact,
     Checkpoint,
@@ -13,13 +14,11 @@ from .training import (
     DeleteModelResponse,
     ExperimentalSFTConfig,
     ExperimentalTrainingConfig,
-    Health,
     LogRequest,
     LogResponse,
     Model,
     ModelCreate,
     SFTTrainingConfig,
-    SystemCheck,
     TrainingJob,
     TrainingJobCreated,
     TrainingJobEvent,

@@ -7,13 +7,10 @@ model answers without a call or ``max_turns`` is reached.
 
 from __future__ import annotations
 
-import difflib
 import html
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
@@ -21,84 +18,21 @@ import pandas as pd
 from traitlets import Bool, Dict
 
 from .. import _theme, frames, seeding
-from .._text import visible
 from ..client import Client
-from ..plots import probability_color
 from ..rollouts import FunctionTool, tool, tool_content
 from ..types.chat import Usage
-from ..types.training import TokenLogprob, Tool
+from ..types.training import Tool
 from ._base import ToolkitWidget
 from ._common import JOIN_TIMEOUT_S, StatusLine, button, error_text
-from .conversation import message_html, tool_call_html, tool_result_html
+from .chat_column import Column, Step, add_chunk, column_html
+from .conversation import message_html
 
 RENDER_EVERY_S = 0.1
 WIDE = {"description_width": "initial"}
 COLUMN = w.Layout(
     flex="1 1 0", min_width="220px", border=f"1px solid {_theme.BORDER}", padding="4px", margin="2px"
 )
-SAMPLE = f"white-space:pre-wrap;border-top:1px dashed {_theme.BORDER};padding:2px"
 FROZEN_COLUMN = f"flex:1 1 0;min-width:220px;border:1px solid {_theme.BORDER};padding:4px;margin:2px"
-
-
-def diff_html(base: str, other: str) -> str:
-    """``other`` marked word by word against ``base``: insertions green, deletions struck red."""
-    a, b = re.findall(r"\S+|\s+", base), re.findall(r"\S+|\s+", other)
-    out = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            out.append(html.escape("".join(b[j1:j2])))
-            continue
-        if op in ("delete", "replace"):
-            deleted = html.escape("".join(a[i1:i2]))
-            out.append(f'<del style="background:{_theme.tint(_theme.ERROR, 30)}">{deleted}</del>')
-        if op in ("insert", "replace"):
-            out.append(
-                f'<ins style="background:{_theme.tint(_theme.SUCCESS, 30)};text-decoration:none">'
-                f"{html.escape(''.join(b[j1:j2]))}</ins>"
-            )
-    return "".join(out)
-
-
-def logprob_html(tokens: Sequence[TokenLogprob]) -> str:
-    """Tokens on the fixed probability scale of :func:`toolkit.plots.probability_color` (red: unlikely,
-    green: likely), black text on every colour; the logprob shows on hover."""
-    return "".join(
-        f'<span title="logprob {t.logprob:.3f}" '
-        f'style="background:{probability_color(t.logprob)};color:black">{html.escape(visible(t.token))}</span>'
-        for t in tokens
-    )
-
-
-@dataclass
-class Step:
-    """A finished part of a sample before its last turn: text, a tool call or a tool result."""
-
-    kind: str  # "text" | "call" | "result"
-    text: str
-    name: str | None = None
-    call_id: str | None = None
-
-
-@dataclass
-class Column:
-    """What one model answered: per sample the text and tokens of its last turn, the steps before it
-    (tool calls and results of earlier turns), the calls streaming in; usage, timing, error."""
-
-    model: str
-    texts: dict[int, str] = field(default_factory=dict)
-    tokens: dict[int, list[TokenLogprob]] = field(default_factory=dict)
-    finish: dict[int, str | None] = field(default_factory=dict)
-    steps: dict[int, list[Step]] = field(default_factory=dict)
-    calls: dict[int, dict[int, dict[str, str]]] = field(default_factory=dict)
-    usage: Usage | None = None
-    latency_s: float | None = None
-    first_token_s: float | None = None
-    error: str | None = None
-    done: bool = False
-
-    def num_calls(self, sample: int) -> int:
-        """The tool calls sample ``sample`` made, in every turn."""
-        return sum(s.kind == "call" for s in self.steps.get(sample, [])) + len(self.calls.get(sample, {}))
 
 
 class ChatCompare(ToolkitWidget):
@@ -340,7 +274,7 @@ class ChatCompare(ToolkitWidget):
             for chunk in stream:
                 if halt.is_set():
                     break
-                self._add(col, chunk, start, offset=sample)
+                add_chunk(col, chunk, start, offset=sample)
                 if time.perf_counter() - last > RENDER_EVERY_S:
                     last = time.perf_counter()
                     self.render()
@@ -380,22 +314,6 @@ class ChatCompare(ToolkitWidget):
         except Exception as exc:
             return f"error: {type(exc).__name__}: {exc}"
 
-    @staticmethod
-    def _add(col: Column, chunk: Any, start: float, offset: int = 0) -> None:
-        for choice in chunk.choices:
-            i = choice.index + offset
-            delta = choice.delta
-            if col.first_token_s is None and (delta.content or delta.tool_calls):
-                col.first_token_s = time.perf_counter() - start
-            col.texts[i] = col.texts.get(i, "") + (delta.content or "")
-            for call in delta.tool_calls or []:
-                _add_call_delta(col.calls.setdefault(i, {}), call)
-            if choice.logprobs and choice.logprobs.content:
-                col.tokens.setdefault(i, []).extend(choice.logprobs.content)
-            if choice.finish_reason:
-                col.finish[i] = choice.finish_reason
-        col.usage = _add_usage(col.usage, chunk.usage)
-
     def _finished(self) -> None:
         with self._lock:
             if not self.running or not all(c.done for c in self.columns.values()):
@@ -404,56 +322,12 @@ class ChatCompare(ToolkitWidget):
         self.status_line.ok(f"done: {len(self.columns)} model(s)")
         self.refresh_output()
 
-    # ------------------------------------------------------------------ rendering
-
-    def _sample_html(self, col: Column, i: int, base: Column | None) -> str:
-        text = visible(col.texts.get(i, ""))
-        if self.view.value == "logprobs" and col.tokens.get(i):
-            return logprob_html(col.tokens[i])
-        if self.view.value == "diff" and base is not None and base is not col and base.done and col.done:
-            return diff_html(visible(base.texts.get(i, "")), text)
-        return html.escape(text)
-
-    def _steps_html(self, col: Column, i: int) -> str:
-        parts = []
-        for step in col.steps.get(i, []):
-            if step.kind == "call":
-                parts.append(tool_call_html(step.name or "", step.text))
-            elif step.kind == "result":
-                parts.append(tool_result_html(step.text, step.name))
-            else:
-                parts.append(f"<div>{html.escape(visible(step.text))}</div>")
-        return "".join(parts)
-
-    @staticmethod
-    def _calls_html(col: Column, i: int) -> str:
-        calls = col.calls.get(i, {})
-        return "".join(tool_call_html(calls[k]["name"], calls[k]["arguments"]) for k in sorted(calls))
-
-    def _column_html(self, col: Column, base: Column | None) -> str:
-        samples = sorted(set(col.texts) | set(col.steps) | set(col.calls)) or [0]
-        body = "".join(
-            f'<div class="sample" style="{SAMPLE}">{self._steps_html(col, i)}'
-            f"{self._sample_html(col, i, base)}{self._calls_html(col, i)}</div>"
-            for i in samples
-        )
-        facts = []
-        if col.usage:
-            facts.append(
-                f"{col.usage.prompt_tokens} prompt + {col.usage.completion_tokens} completion tokens"
-            )
-        if col.latency_s is not None:
-            facts.append(f"{col.latency_s:.2f} s")
-        error = f'<div style="color:{_theme.ERROR}">{html.escape(col.error)}</div>' if col.error else ""
-        head = f"<b>{html.escape(col.model)}</b>{'' if col.done else ' …'}"
-        return f'<div class="chat-column">{head}{error}{body}<small>{" · ".join(facts)}</small></div>'
-
     def render(self) -> None:
         """Redraw every column (called from the streaming threads as text arrives)."""
         cols = list(self.columns.values())
         base = cols[0] if cols else None
         for col in cols:
-            self._views[col.model].value = self._column_html(col, base)
+            self._views[col.model].value = column_html(col, base, self.view.value)
 
     def summary(self) -> str:
         if not self.run_settings:
@@ -471,7 +345,7 @@ class ChatCompare(ToolkitWidget):
         base = cols[0] if cols else None
         prompt = "".join(message_html(m) for m in self.run_settings.get("messages", []))
         columns = "".join(
-            f'<div style="{FROZEN_COLUMN}">{self._column_html(col, base)}</div>' for col in cols
+            f'<div style="{FROZEN_COLUMN}">{column_html(col, base, self.view.value)}</div>' for col in cols
         )
         note = f'<div style="color:{_theme.MUTED}">static copy: this widget ran again in a later cell</div>'
         return (
@@ -483,25 +357,3 @@ class ChatCompare(ToolkitWidget):
 
 def _sample_seed(seed: int | None, sample: int) -> int | None:
     return None if seed is None else seeding.derive_seed(seed, sample)
-
-
-def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> None:
-    """Join a streamed tool-call delta into the calls of a sample, by ``index`` as OpenAI's SDK does:
-    the first delta of a call carries its id and name, later ones fragments of the arguments."""
-    d = delta if isinstance(delta, Mapping) else delta.model_dump()
-    function = d.get("function") or {}
-    call = calls.setdefault(d.get("index") or 0, {"id": "", "name": "", "arguments": ""})
-    call["id"] = d.get("id") or call["id"]
-    call["name"] += function.get("name") or ""
-    call["arguments"] += function.get("arguments") or ""
-
-
-def _add_usage(total: Usage | None, usage: Usage | None) -> Usage | None:
-    """Usage summed over the turns of a run (each streamed request reports its own)."""
-    if usage is None or total is None:
-        return usage or total
-    return Usage(
-        prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
-        completion_tokens=total.completion_tokens + usage.completion_tokens,
-        total_tokens=total.total_tokens + usage.total_tokens,
-    )
