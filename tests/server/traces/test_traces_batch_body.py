@@ -89,11 +89,30 @@ def test_unusual_fields_go_to_pydantic(field: str, value: Any) -> None:
     assert fast_batch(body([("start", {**start(P, "a"), field: value})])) is None
 
 
-@pytest.mark.parametrize(
-    "raw", [b"{not json", b"[]", b'{"batch": {}}', b'{"batch": [{"req": {}}]}', b'{"batch": [{"mode": "x"}]}']
-)
+MALFORMED = [
+    b"{not json",
+    b"[]",
+    b"{}",  # the fuzz's 500 (a KeyError) until the fast path read "batch" with .get
+    b'{"other": 1}',
+    b'{"batch": {}}',
+    b'{"batch": [1]}',
+    b'{"batch": [{"req": {}}]}',
+    b'{"batch": [{"mode": "x"}]}',
+    b'{"batch": [{"mode": "start", "req": []}]}',
+    b'{"batch": [{"mode": "end", "req": {"end": []}}]}',
+]
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
 def test_malformed_bodies_go_to_pydantic(raw: bytes) -> None:
     assert fast_batch(raw) is None
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+def test_over_http_malformed_bodies_answer_422_in_the_traces_shape(tr: httpx.Client, raw: bytes) -> None:
+    r = tr.post("/call/upsert_batch", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "reason" in r.json()
 
 
 def test_over_http_coerced_values_are_kept_and_bad_ones_answer_422(tr: httpx.Client, project: str) -> None:

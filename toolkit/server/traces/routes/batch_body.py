@@ -121,7 +121,7 @@ def fast_batch(raw: bytes) -> list[tuple[str, Any]] | None:
     """``(mode, start or end)`` of each item, or ``None`` when pydantic must decide."""
     try:
         body = orjson.loads(raw)
-        batch = body["batch"] if type(body) is dict else None
+        batch = body.get("batch") if type(body) is dict else None
         if type(batch) is not list:
             return None
         items: list[tuple[str, Any]] = []
