@@ -29,9 +29,9 @@ from torch import Tensor
 from .beam import BeamJob
 from .codec import Codec
 from .device import Placement, pick_placement
-from .events import Delta, Event, Failed, Finished, PromptLogprob, Started
+from .events import Event, Failed, Started
 from .model import BaseModelSpec
-from .prefill import Prompt, plan, prefill
+from .prefill import Prompt, plan, prefill, prompt_logprobs
 from .prefix_cache import PrefixCache, block_keys
 from .request import Request
 from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads
@@ -45,8 +45,11 @@ log = logging.getLogger("toolkit.engine")
 ENGINE_THREADS = torch_threads()
 NOISE_THREADS = 8
 """Most threads drawing the random numbers of seeded rows at once, with device sampling on."""
-SPARE_IDLE_S = 5.0
-"""Seconds the engine stays idle before it frees the KV cache it keeps for the next batch."""
+SPARE_IDLE_S = 30.0
+"""Seconds the engine stays idle before it frees the KV cache it keeps for the next batch. Kept on the
+CPU only: a new cache there is fresh pages that the kernel faults in and zeroes (some 3,000 faults for
+8 rows of 300 tokens of the built-in model, whenever the allocator had handed the last one back),
+while CUDA's caching allocator reuses freed memory by itself, for the trainer too."""
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,9 @@ class Engine:
             if batch.seqs:
                 self._decode(batch)
             if not batch.seqs:
-                self._spare = self._batches.pop(key).cache
+                cache = self._batches.pop(key).cache
+                if cache.device.type == "cpu":
+                    self._spare = cache
         for job in list(self._beams):
             self._threads(job.runner, job.width)
             job.req.progressed(time.monotonic())
@@ -421,7 +426,7 @@ class Engine:
                 batch.cache.copy_slot(p.slot, p.slot + index, len(req.prompt_ids))
             logits = full[i]
             prompt_lp = (
-                _prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
+                prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
                 if logits is not None
                 else None
             )
@@ -461,112 +466,15 @@ class Engine:
             token = step.tokens[i]
             if step.logprobs is not None and seq.logprobs is not None and step.top is not None:
                 seq.logprobs.append((step.logprobs[i], step.top[i]))
-            if self._append(seq, token):
+            if seq.append(token, self.spec.max_model_len):
                 batch.remove(seq)
                 done.append(seq)
             elif seq.req.stream:
-                self._stream(seq)
+                seq.req.emit(seq.delta())
         if done:  # the health snapshot is never older than an answer already sent
             self._refresh_status()
         for seq in done:
-            self._finish(seq)
-
-    def _append(self, seq: Sequence, token: int) -> bool:
-        """Add a sampled token; True if the sequence is now finished."""
-        p = seq.params
-        seq.output_ids.append(token)
-        if seq.guide is not None:
-            seq.guide.advance(token)
-        n = len(seq.output_ids)
-        stopped_by_token = False
-        if n >= p.min_tokens:
-            if token in seq.eos:
-                seq.finish_reason, stopped_by_token = "stop", True
-            elif token in seq.extra_eos or token in p.stop_token_ids:
-                seq.finish_reason, seq.stop_reason, stopped_by_token = "stop", token, True
-        if seq.text_state is not None and (not stopped_by_token or p.include_stop_str_in_output):
-            new_text = seq.text_state.push(token)
-            seq.text += new_text
-            if p.stop and new_text and n > p.min_tokens and not stopped_by_token:
-                self._check_stop_strings(seq, len(new_text))
-        if seq.finish_reason is None and (
-            n >= p.max_tokens or len(seq.prompt_ids) + n >= self.spec.max_model_len
-        ):
-            seq.finish_reason = "length"
-        return seq.finish_reason is not None
-
-    def _check_stop_strings(self, seq: Sequence, new_chars: int) -> None:
-        """Finish at the stop string completed by the newest text (earliest end, then list order)."""
-        p = seq.params
-        window_start = max(0, len(seq.text) - new_chars - max(len(s) for s in p.stop) + 1)
-        found = [
-            (at + len(stop), order, at, stop)
-            for order, stop in enumerate(p.stop)
-            if (at := seq.text.find(stop, window_start)) >= 0
-        ]
-        best = min(found) if found else None
-        if best is not None:
-            _, _, at, stop = best
-            seq.text = seq.text[: at + len(stop)] if p.include_stop_str_in_output else seq.text[:at]
-            seq.finish_reason, seq.stop_reason = "stop", stop
-
-    def _stream(self, seq: Sequence, final: bool = False) -> Delta | None:
-        """Send the new tokens and text (text held back while a stop string may still match)."""
-        hold = 0 if final or not seq.params.stop else max(len(s) for s in seq.params.stop) - 1
-        upto = max(seq.sent_chars, len(seq.text) - hold)
-        delta = Delta(
-            seq.index,
-            seq.output_ids[seq.sent_tokens :],
-            seq.text[seq.sent_chars : upto],
-            seq.logprobs[seq.sent_logprobs :] if seq.logprobs is not None else [],
-        )
-        seq.sent_chars, seq.sent_tokens = upto, len(seq.output_ids)
-        seq.sent_logprobs = len(seq.logprobs) if seq.logprobs is not None else 0
-        if final:
-            return delta
-        seq.req.emit(delta)
-        return None
-
-    def _finish(self, seq: Sequence) -> None:
-        p = seq.params
-        if seq.text_state is not None:
-            if seq.stop_reason is None or not isinstance(seq.stop_reason, str):
-                seq.text += seq.text_state.flush()
-        else:
-            ids = seq.output_ids
-            if seq.finish_reason == "stop" and not p.include_stop_str_in_output:
-                ids = ids[:-1]
-            seq.text = self.codec.decode(ids, p.skip_special_tokens, p.spaces_between_special_tokens)
-        tail = self._stream(seq, final=True) if seq.req.stream else None
-        seq.req.emit(
-            Finished(
-                seq.index,
-                seq.output_ids,
-                seq.text,
-                seq.logprobs,
-                seq.finish_reason or "stop",
-                seq.stop_reason,
-                tail,
-            )
-        )
-
-
-def _prompt_logprobs(logits: Tensor, prompt: list[int], k: int) -> list[PromptLogprob]:
-    """Log-probability, rank and top-``k`` of each prompt token given the tokens before it."""
-    logprobs = logits[:-1].log_softmax(-1)
-    targets = torch.tensor(prompt[1:])
-    chosen = logprobs.gather(-1, targets[:, None])[:, 0]
-    ranks = (logprobs > chosen[:, None]).sum(-1) + 1
-    top_v, top_i = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1) if k else (None, None)
-    out = []
-    for pos, token in enumerate(prompt[1:]):
-        top = (
-            list(zip(top_i[pos].tolist(), top_v[pos].tolist(), strict=True))
-            if top_i is not None and top_v is not None
-            else []
-        )
-        out.append(PromptLogprob(token, float(chosen[pos]), int(ranks[pos]), top))
-    return out
+            seq.req.emit(seq.finished())
 
 
 def _ago(now: float, at: float | None) -> str:

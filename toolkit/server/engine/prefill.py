@@ -5,7 +5,7 @@ weights and scope, :mod:`.prefix_cache`) or from a request admitted in the same 
 shares at least one block more with an earlier prompt of the pass than the cache holds waits for
 that prompt's prefill (a second, short forward) and copies its keys and values. So requests that
 arrive together with one prompt (a group rollout sent as concurrent requests) prefill it once, as
-the ``n`` choices of one request always do.
+the ``n`` choices of one request always do. Also the prompt logprobs of a request that asks for them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .events import PromptLogprob
 from .prefix_cache import BLOCK, PrefixCache
 from .request import Request
 from .runner import Runner, SlotCache
@@ -88,6 +89,24 @@ def prefill(
             last[i], full[i] = logits[row], every[row]
             _store(prompts[i], cache, prefix_cache)
     return torch.stack(last), full
+
+
+def prompt_logprobs(logits: Tensor, prompt: list[int], k: int) -> list[PromptLogprob]:
+    """Log-probability, rank and top-``k`` of each prompt token given the tokens before it."""
+    logprobs = logits[:-1].log_softmax(-1)
+    targets = torch.tensor(prompt[1:])
+    chosen = logprobs.gather(-1, targets[:, None])[:, 0]
+    ranks = (logprobs > chosen[:, None]).sum(-1) + 1
+    top_v, top_i = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1) if k else (None, None)
+    out = []
+    for pos, token in enumerate(prompt[1:]):
+        top = (
+            list(zip(top_i[pos].tolist(), top_v[pos].tolist(), strict=True))
+            if top_i is not None and top_v is not None
+            else []
+        )
+        out.append(PromptLogprob(token, float(chosen[pos]), int(ranks[pos]), top))
+    return out
 
 
 def _store(p: Prompt, cache: SlotCache, prefix_cache: PrefixCache) -> None:
