@@ -2,18 +2,21 @@
 
 In the engine's own tests the requests are queued before it starts, so its first pass admits them
 all at once (what the concurrent requests of a group rollout do when they arrive during one step);
-the last test sends group rollouts over HTTP."""
+the last tests send group rollouts over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
 from chat_helpers import chat
 
+from conftest import LocalServer
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin
@@ -152,3 +155,46 @@ def test_group_rollouts_over_http_prefill_their_prompt_once(http: httpx.Client) 
     )
     assert computed <= length + 7 * BLOCK  # against 8 x length without sharing
     assert prefilled(http) - before == computed
+
+
+@pytest.fixture(scope="module")
+def uncached_random_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server of the random-init built-in model with the prefix cache off."""
+    args = ("--base-model", "toolkit/tiny-random-1m", "--no-enable-prefix-caching")
+    srv = LocalServer(tmp_path_factory.mktemp("uncached"), extra_args=args).start()
+    try:
+        with srv.http() as client:
+            yield client
+    finally:
+        srv.stop()
+
+
+def test_a_seeded_group_is_the_same_with_the_prefix_cache_on_and_off(
+    random_http: httpx.Client, uncached_random_http: httpx.Client
+) -> None:
+    """A seeded ``n``=8 request at T=1 to a server with the prefix cache on, then to one with it off: the
+    same tokens and logprobs (its prompt is new: nothing to reuse, its blocks stored). Sent again
+    to the first, it reuses the cached blocks (in the KV cache the first request left): the same
+    tokens, and logprobs within float32 rounding (its prefill runs the last 3 prompt tokens, not all
+    323: other matmul shapes)."""
+    messages = [{"role": "user", "content": uuid.uuid4().hex + " Reverse each word you are given. " * 8}]
+    body = {"messages": messages, "n": 8, "max_tokens": 24, "temperature": 1.0, "seed": 11}
+    body |= {"ignore_eos": True, "logprobs": True, "top_logprobs": 2, "return_token_ids": True}
+
+    def tokens(answer: dict[str, Any]) -> list[list[int]]:
+        return [c["token_ids"] for c in answer["choices"]]
+
+    def logprobs(answer: dict[str, Any]) -> list[float]:
+        return [t["logprob"] for c in answer["choices"] for t in c["logprobs"]["content"]]
+
+    cached, uncached = chat(random_http, **body), chat(uncached_random_http, **body)
+    assert cached["usage"]["prompt_tokens"] > 300
+    assert len({tuple(t) for t in tokens(cached)}) == 8  # each choice draws its own
+    assert tokens(cached) == tokens(uncached)
+    assert [c["logprobs"] for c in cached["choices"]] == [c["logprobs"] for c in uncached["choices"]]
+
+    again = chat(random_http, **body)
+    prompt = again["usage"]["prompt_tokens"]
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == (prompt - 1) // BLOCK * BLOCK
+    assert tokens(again) == tokens(uncached)
+    assert logprobs(again) == pytest.approx(logprobs(uncached), abs=1e-5)

@@ -237,11 +237,11 @@ class Runner:
         """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]`` through adapter slot
         ``adapters[b]``; returns float32 logits ``[B, V]``.
 
-        Each layer's new keys/values go to the cache with one ``index_copy_`` each, and attention is
-        two batched matmuls per layer over strided views of the cache (the query heads sharing a
-        key/value head as one row group), with a mask built once per step (none when every row is
-        at the same position): at one query per row this is cheaper on the CPU than
-        ``scaled_dot_product_attention``.
+        Each layer's new keys/values go to the cache with one ``index_put_`` each (from their strided
+        views: no copy to make them contiguous first), and attention is two batched matmuls per layer
+        over strided views of the cache (the query heads sharing a key/value head as one row group),
+        with a mask built once per step (none when every row is at the same position): at one query
+        per row this is cheaper on the CPU than ``scaled_dot_product_attention``.
         """
         b = len(tokens)
         width = max(positions) + 1
@@ -249,8 +249,8 @@ class Runner:
         dev = self.device
         nkv, group, d, length = self.n_kv, self.n_heads // self.n_kv, self.head_dim, cache.length
         at = torch.tensor(positions, device=dev)
-        # the flat row of (slot, kv head, position) in a cache tensor viewed as [-1, head_dim]
-        flat = (torch.arange(b * nkv, device=dev).view(b, nkv) * length + at[:, None]).view(-1)
+        # the flat row of (slot, kv head, position) in a cache tensor viewed as [-1, head_dim], [B, kv]
+        flat = (torch.arange(b * nkv, device=dev).view(b, nkv) * length + at[:, None],)
         mask = self._no_mask
         if min(positions) < width - 1:
             later = torch.arange(width, device=dev)[None, :] > at[:, None]
@@ -258,8 +258,8 @@ class Runner:
             mask = mask.repeat_interleave(nkv, dim=0)[:, None]  # [B * kv, 1, width]
 
         def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
-            cache.flat_k[i].index_copy_(0, flat, key.reshape(-1, d))
-            cache.flat_v[i].index_copy_(0, flat, value.reshape(-1, d))
+            cache.flat_k[i].index_put_(flat, key)
+            cache.flat_v[i].index_put_(flat, value)
             keys_t = cache.k[i].as_strided((b * nkv, d, width), (length * d, 1, d))
             values = cache.v[i].as_strided((b * nkv, width, d), (length * d, d, 1))
             scores = torch.baddbmm(mask, q.reshape(b * nkv, group, d), keys_t, alpha=self.scale)

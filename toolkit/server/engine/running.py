@@ -52,11 +52,13 @@ class Sequence:
 
 
 class Batch:
-    """The running sequences of one runner: sequence ``i`` lives in cache slot ``i``."""
+    """The running sequences of one runner: sequence ``i`` lives in cache slot ``i``, of ``cache`` if
+    given (a cache of an earlier batch: what its slots hold past each sequence's length is never
+    read unmasked, as with a slot a finished sequence left), else of a new one."""
 
-    def __init__(self, route: Route, pool: WeightsPool) -> None:
+    def __init__(self, route: Route, pool: WeightsPool, cache: SlotCache | None = None) -> None:
         self.runner, self.pool = route.runner, pool
-        self.cache: SlotCache = route.runner.new_cache()
+        self.cache: SlotCache = cache or route.runner.new_cache()
         self.seqs: list[Sequence] = []
 
     def remove(self, seq: Sequence) -> None:
