@@ -71,6 +71,8 @@ def wandb_records(path: Path) -> Iterator[Any]:
             pos += BLOCK - pos % BLOCK
             continue
         length, kind = struct.unpack_from("<HB", data, pos + 4)
+        if pos + 7 + length > len(data):  # wandb-core is still writing this record
+            return
         chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         chunks = chunk if kind in (1, 2) else chunks + chunk
         if kind in (1, 4):
