@@ -49,6 +49,9 @@ class Result:
     rollout_seconds: float = 0.0
     sft_curve: list[tuple[int, float, float]] = field(default_factory=list)  # batches, T=1, greedy
     curve: list[float] = field(default_factory=list)  # sampled reward per RL step
+    trainable: list[int] = field(
+        default_factory=list
+    )  # groups trained on per RL step (rewards not all equal)
     eval_curve: list[tuple[int, float, float]] = field(default_factory=list)  # RL step, T=1, greedy
     wall_seconds: float = 0.0
     config: dict[str, object] = field(default_factory=dict)
@@ -98,13 +101,15 @@ def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = look
         if sampled >= args.start_success:
             break
     result.eval_curve.append((0, *result.sft_curve[-1][1:]))
-    config = {
+    config: dict[str, object] = {
         "ppo": True,
         "learning_rate": args.lr,
         "packed_sequence_length": args.pack,
         "num_iterations": args.iterations,
     }
-    result.config = config
+    if args.kl:
+        config["kl_penalty_coef"] = args.kl  # to the base weights
+    result.config = dict(config)
     eval_seconds = 0.0
     rl_started = time.perf_counter()
     for i in range(args.rl_steps):
@@ -114,10 +119,13 @@ def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = look
         groups = agent.gather(scenarios, group_size=args.group_size, max_concurrency=64, progress=False)
         result.curve.append(mean(rewards(groups)))
         result.rollout_seconds += time.perf_counter() - rollout_started
+        config["learning_rate"] = args.lr * min(1.0, (i + 1) / args.rl_warmup)
         job = client.training_jobs.create(
             model_id=model.id, trajectory_groups=groups, experimental_config=config
         )
-        step = job.wait(progress=False, poll_interval=0.05).step
+        checkpoint = job.wait(progress=False, poll_interval=0.05)
+        step = checkpoint.step
+        result.trainable.append(int(checkpoint.metrics.get("data/step_num_groups_trainable", 0)))
         print(f"RL step {i + 1:3d}: sampled reward {result.curve[-1]:.3f}", flush=True)
         if (i + 1) % args.eval_every == 0 or i + 1 == args.rl_steps:
             eval_started = time.perf_counter()
@@ -183,6 +191,8 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--pack", type=int, default=3072, help="packed_sequence_length (3072: 4 minibatches)")
     parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
+    parser.add_argument("--rl-warmup", type=int, default=1, help="RL steps of linear lr warm-up")
+    parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (0: none)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument(

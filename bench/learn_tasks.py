@@ -31,12 +31,14 @@ def report(name: str, result: Result, args: argparse.Namespace) -> str:
     rl = " -> ".join(f"{t:.3f}" for _, t, _ in result.eval_curve)
     greedy = " -> ".join(f"{g:.3f}" for _, _, g in result.eval_curve)
     blocks = " ".join(f"{mean(result.curve[i : i + 5]):.2f}" for i in range(0, len(result.curve), 5))
+    warmup = f", lr warm-up over {args.rl_warmup} steps" if args.rl_warmup > 1 else ""
+    trainable = " ".join(map(str, result.trainable))
     return f"""### {name}
 
 - SFT warm start: {result.sft_batches} batches of {args.sft_batch_size} at lr {args.sft_lr:g}
   ({result.sft_seconds:.0f} s of jobs); held-out T=1 after each job: {sft}
 - RL: {len(result.curve)} steps of {args.prompts} x {args.group_size} ({result.rl_seconds:.0f} s,
-  `{json.dumps(result.config)}`)
+  `{json.dumps(result.config)}`{warmup}); groups trained on per step: {trainable}
 - Held-out T=1 at RL steps {", ".join(str(s) for s, _, _ in result.eval_curve)}: {rl}
   (greedy {greedy})
 - **{start:.3f} after SFT -> {end:.3f} after RL** (best {best:.3f}); training reward, means of 5

@@ -8,7 +8,9 @@ result and answer with the code (turn 2). Both turns are copies, which a byte-le
 One key in ten is held out for evaluation; codes are drawn per scenario, so nothing can be memorised.
 
 :func:`demonstrations` writes SFT examples (``train.jsonl`` records with the tool) for the warm start;
-:func:`agent` runs episodes through the chat endpoint, :func:`success` measures held-out success.
+:func:`agent` runs episodes through the chat endpoint, :func:`success` measures held-out success (the
+methods of :data:`TASK`, an :class:`~toolkit.tasks.agent_task.AgentTask` like those of
+:mod:`toolkit.tasks.suite`).
 """
 
 from __future__ import annotations
