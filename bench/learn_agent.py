@@ -49,6 +49,7 @@ class Result:
     rollout_seconds: float = 0.0
     sft_curve: list[tuple[int, float, float]] = field(default_factory=list)  # batches, T=1, greedy
     curve: list[float] = field(default_factory=list)  # sampled reward per RL step
+    called: list[float] = field(default_factory=list)  # episodes that got the tools' results, per RL step
     trainable: list[int] = field(
         default_factory=list
     )  # groups trained on per RL step (rewards not all equal)
@@ -107,8 +108,8 @@ def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = look
         "packed_sequence_length": args.pack,
         "num_iterations": args.iterations,
     }
-    if args.kl:
-        config["kl_penalty_coef"] = args.kl  # to the base weights
+    if args.kl:  # to the SFT checkpoint
+        config.update(kl_penalty_coef=args.kl, kl_penalty_reference_step=step)
     result.config = dict(config)
     eval_seconds = 0.0
     rl_started = time.perf_counter()
@@ -118,6 +119,8 @@ def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = look
         scenarios = task.scenarios(args.prompts, seed=i)
         groups = agent.gather(scenarios, group_size=args.group_size, max_concurrency=64, progress=False)
         result.curve.append(mean(rewards(groups)))
+        made = [t for g in groups for t in g.trajectories]
+        result.called.append(mean([float(bool(t.metrics.get("called"))) for t in made]))
         result.rollout_seconds += time.perf_counter() - rollout_started
         config["learning_rate"] = args.lr * min(1.0, (i + 1) / args.rl_warmup)
         job = client.training_jobs.create(
@@ -192,7 +195,9 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pack", type=int, default=3072, help="packed_sequence_length (3072: 4 minibatches)")
     parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
     parser.add_argument("--rl-warmup", type=int, default=1, help="RL steps of linear lr warm-up")
-    parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (0: none)")
+    parser.add_argument(
+        "--kl", type=float, default=0.0, help="kl_penalty_coef to the SFT checkpoint (0: none)"
+    )
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
     parser.add_argument(

@@ -30,6 +30,7 @@ def report(name: str, result: Result, args: argparse.Namespace) -> str:
     sft = ", ".join(f"{b}: {t:.3f}" for b, t, _ in result.sft_curve)
     rl = " -> ".join(f"{t:.3f}" for _, t, _ in result.eval_curve)
     greedy = " -> ".join(f"{g:.3f}" for _, _, g in result.eval_curve)
+    called = " ".join(f"{mean(result.called[i : i + 5]):.2f}" for i in range(0, len(result.called), 5))
     blocks = " ".join(f"{mean(result.curve[i : i + 5]):.2f}" for i in range(0, len(result.curve), 5))
     warmup = f", lr warm-up over {args.rl_warmup} steps" if args.rl_warmup > 1 else ""
     trainable = " ".join(map(str, result.trainable))
@@ -42,7 +43,7 @@ def report(name: str, result: Result, args: argparse.Namespace) -> str:
 - Held-out T=1 at RL steps {", ".join(str(s) for s, _, _ in result.eval_curve)}: {rl}
   (greedy {greedy})
 - **{start:.3f} after SFT -> {end:.3f} after RL** (best {best:.3f}); training reward, means of 5
-  steps: {blocks}
+  steps: {blocks}; episodes that got the tools' results: {called}
 - Wall time {result.wall_seconds / 60:.1f} min, load {load} at the end
 """
 
