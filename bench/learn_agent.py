@@ -20,11 +20,13 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from learning_runs import learning_client, write_section
 
 import toolkit as tk
 from toolkit.tasks import lookup
+from toolkit.tasks.agent_task import AgentTask
 from toolkit.types.training import TrajectoryGroup
 
 SECTION = "## Agent learning task"
@@ -47,28 +49,36 @@ class Result:
     rollout_seconds: float = 0.0
     sft_curve: list[tuple[int, float, float]] = field(default_factory=list)  # batches, T=1, greedy
     curve: list[float] = field(default_factory=list)  # sampled reward per RL step
+    called: list[float] = field(default_factory=list)  # episodes that got the tools' results, per RL step
+    trainable: list[int] = field(
+        default_factory=list
+    )  # groups trained on per RL step (rewards not all equal)
     eval_curve: list[tuple[int, float, float]] = field(default_factory=list)  # RL step, T=1, greedy
     wall_seconds: float = 0.0
     config: dict[str, object] = field(default_factory=dict)
 
 
-def run(client: tk.Client, args: argparse.Namespace) -> Result:
+def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = lookup.TASK) -> Result:
+    """The recipe on ``task``: SFT jobs until held-out success at T=1 reaches ``args.start_success`` (or
+    ``args.sft_max_batches``), then ``args.rl_steps`` RL steps, evaluated every ``args.eval_every``."""
     started = time.perf_counter()
     result = Result()
-    model = client.models.create(project="bench", name=f"lookup-{int(time.time())}", base_model=BASE_MODEL)
+    model = client.models.create(
+        project="bench", name=f"{task.name}-{int(time.time())}", base_model=BASE_MODEL
+    )
 
     def name(step: int) -> str:
         return f"wandb-artifact:///{model.entity}/{model.project}/{model.name}:step{step}"
 
     def evaluate(step: int) -> tuple[float, float]:
-        sampled = lookup.success(client, name(step), args.eval_samples, seed=10_000)
-        greedy = lookup.success(client, name(step), args.eval_samples, seed=10_000, temperature=0.0)
+        sampled = task.success(client, name(step), args.eval_samples, seed=10_000)
+        greedy = task.success(client, name(step), args.eval_samples, seed=10_000, temperature=0.0)
         return sampled, greedy
 
     def sft(batches: int, rates: list[float], seed: int) -> int:
         job = client.sft_training_jobs.create_from_data(
             model_id=model.id,
-            data=lookup.demonstrations(args.sft_batch_size * batches, seed=seed),
+            data=task.demonstrations(args.sft_batch_size * batches, seed=seed),
             config={"batch_size": args.sft_batch_size, "learning_rate": rates},
         )
         return job.wait(progress=False).step
@@ -92,26 +102,33 @@ def run(client: tk.Client, args: argparse.Namespace) -> Result:
         if sampled >= args.start_success:
             break
     result.eval_curve.append((0, *result.sft_curve[-1][1:]))
-    config = {
+    config: dict[str, object] = {
         "ppo": True,
         "learning_rate": args.lr,
         "packed_sequence_length": args.pack,
         "num_iterations": args.iterations,
     }
-    result.config = config
+    if args.kl:  # to the SFT checkpoint
+        config.update(kl_penalty_coef=args.kl, kl_penalty_reference_step=step)
+    result.config = dict(config)
     eval_seconds = 0.0
     rl_started = time.perf_counter()
     for i in range(args.rl_steps):
         rollout_started = time.perf_counter()
-        agent = lookup.agent(client, name(step))
-        scenarios = lookup.scenarios(args.prompts, seed=i)
+        agent = task.agent(client, name(step))
+        scenarios = task.scenarios(args.prompts, seed=i)
         groups = agent.gather(scenarios, group_size=args.group_size, max_concurrency=64, progress=False)
         result.curve.append(mean(rewards(groups)))
+        made = [t for g in groups for t in g.trajectories]
+        result.called.append(mean([float(bool(t.metrics.get("called"))) for t in made]))
         result.rollout_seconds += time.perf_counter() - rollout_started
+        config["learning_rate"] = args.lr * min(1.0, (i + 1) / args.rl_warmup)
         job = client.training_jobs.create(
             model_id=model.id, trajectory_groups=groups, experimental_config=config
         )
-        step = job.wait(progress=False, poll_interval=0.05).step
+        checkpoint = job.wait(progress=False, poll_interval=0.05)
+        step = checkpoint.step
+        result.trainable.append(int(checkpoint.metrics.get("data/step_num_groups_trainable", 0)))
         print(f"RL step {i + 1:3d}: sampled reward {result.curve[-1]:.3f}", flush=True)
         if (i + 1) % args.eval_every == 0 or i + 1 == args.rl_steps:
             eval_started = time.perf_counter()
@@ -162,8 +179,8 @@ turns, both trained); success = the exact code and the end of the turn. Held-out
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """The recipe's options (SFT warm start, RL, evaluation) and the server's."""
     parser.add_argument("--url")
     parser.add_argument("--key")
     parser.add_argument("--sft-batch-size", type=int, default=16)
@@ -177,17 +194,32 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--pack", type=int, default=3072, help="packed_sequence_length (3072: 4 minibatches)")
     parser.add_argument("--iterations", type=int, default=2, help="num_iterations (passes)")
+    parser.add_argument("--rl-warmup", type=int, default=1, help="RL steps of linear lr warm-up")
+    parser.add_argument(
+        "--kl", type=float, default=0.0, help="kl_penalty_coef to the SFT checkpoint (0: none)"
+    )
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
-    parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--smoke", action="store_true", help="1 SFT job of 2 batches, 1 RL step, no write (CI)"
     )
+
+
+def smallest(args: argparse.Namespace) -> None:
+    """``--smoke``: every step at the smallest size (the start success is out of reach, so SFT runs to
+    its cap)."""
+    args.sft_batch_size, args.sft_chunk, args.sft_max_batches, args.start_success = 8, 2, 2, 2.0
+    args.rl_steps, args.prompts, args.group_size, args.eval_every, args.eval_samples = 1, 2, 2, 1, 4
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_arguments(parser)
+    parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    if args.smoke:  # the start success is out of reach, so SFT runs to its cap
-        args.sft_batch_size, args.sft_chunk, args.sft_max_batches, args.start_success = 8, 2, 2, 2.0
-        args.rl_steps, args.prompts, args.group_size, args.eval_every = 1, 2, 2, 1
-        args.eval_samples, args.no_write = 4, True
+    if args.smoke:
+        smallest(args)
+        args.no_write = True
     with learning_client(args.url, args.key, prefix="learn-agent-") as client:
         result = run(client, args)
     text = report(result, args)

@@ -1,8 +1,10 @@
-"""bench/learn_reverse.py and bench/learn_agent.py run (``--smoke``: each step of the run, smallest size):
-SFT, held-out evaluations, an RL step and the report, without touching docs/performance.md.
+"""bench/learn_reverse.py, bench/learn_agent.py and bench/learn_tasks.py run (``--smoke``: each step of
+the run, smallest size): SFT, held-out evaluations, an RL step and the report, without touching
+docs/performance.md.
 
-learn_reverse.py starts a server of its own (its temporary-folder path); learn_agent.py is pointed at
-the suite's server with a user of its own (its ``--url``/``--key`` path), which saves a server start."""
+learn_reverse.py starts a server of its own (its temporary-folder path); learn_agent.py and
+learn_tasks.py are pointed at the suite's server with a user of their own (their ``--url``/``--key``
+path), which saves a server start."""
 
 from __future__ import annotations
 
@@ -51,3 +53,16 @@ def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing(server: 
     assert rl_header == ["RL step", "held-out success (T=1)", "greedy"]
     assert sft[0] == "2" and [row[0] for row in rl] == ["0", "1"]
     assert all(re.fullmatch(FIGURE, cell) for row in [sft, *rl] for cell in row[1:])
+
+
+def test_learn_tasks_smoke_runs_the_recipe_on_every_task_of_the_suite(server: LocalServer) -> None:
+    key = server.new_user_key("bench-tasks-smoke")
+    out = run_bench("learn_tasks.py", "--smoke", "--url", server.url, "--key", key)
+    sft_line = rf"^SFT (\d+) batches: held-out success {FIGURE} \(greedy {FIGURE}\)$"
+    assert re.findall(sft_line, out, re.M) == ["2"] * 4
+    assert re.findall(rf"^RL step +(\d+): sampled reward {FIGURE}$", out, re.M) == ["1"] * 4
+    assert re.findall(r"^### (\w+)$", out, re.M) == ["choice", "words", "chain", "transform"]
+    assert len(re.findall(r"^- SFT warm start: 2 batches of 8 at lr 0\.001", out, re.M)) == 4
+    curves = re.findall(rf"^- Held-out T=1 at RL steps 0, 1: ({FIGURE}) -> ({FIGURE})$", out, re.M)
+    ends = re.findall(rf"^- \*\*({FIGURE}) after SFT -> ({FIGURE}) after RL\*\*", out, re.M)
+    assert len(curves) == 4 and ends == curves

@@ -8,36 +8,32 @@ result and answer with the code (turn 2). Both turns are copies, which a byte-le
 One key in ten is held out for evaluation; codes are drawn per scenario, so nothing can be memorised.
 
 :func:`demonstrations` writes SFT examples (``train.jsonl`` records with the tool) for the warm start;
-:func:`agent` runs episodes through the chat endpoint, :func:`success` measures held-out success.
+:func:`agent` runs episodes through the chat endpoint, :func:`success` measures held-out success (the
+methods of :data:`TASK`, an :class:`~toolkit.tasks.agent_task.AgentTask` like those of
+:mod:`toolkit.tasks.suite`).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import random
 import string
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from .. import seeding
-from ..client import Client
-from ..rollouts import Agent, Environment, tool
-from ..types.training import Choice, Trajectory
+from ..rollouts import Environment, tool
+from ..types.training import Trajectory
+from .agent_task import AgentTask, answer, conversation, held_out, score, tool_results
 
 KEYS = ["".join(letters) for letters in itertools.product(string.ascii_lowercase, repeat=3)]
 MAX_TOKENS = 72  # the call is about 64 bytes
 MAX_TURNS = 3
-
-
-def held_out(key: str) -> bool:
-    return zlib.crc32(f"lookup:{key}".encode()) % 10 == 0
-
-
-TRAIN_KEYS = [k for k in KEYS if not held_out(k)]
-EVAL_KEYS = [k for k in KEYS if held_out(k)]
+TRAIN_KEYS = [k for k in KEYS if not held_out("lookup", k)]
+EVAL_KEYS = [k for k in KEYS if held_out("lookup", k)]
 
 
 @dataclass(frozen=True)
@@ -48,12 +44,9 @@ class Scenario:
     code: str
 
 
-def scenarios(n: int, seed: int | None = None, *, split: str = "train") -> list[Scenario]:
-    """``n`` scenarios of the train (or ``"eval"``) keys, each with a fresh random code (drawn from
-    ``seed``; without one, from the open experiment's seed, else at random)."""
-    pool = TRAIN_KEYS if split == "train" else EVAL_KEYS
-    rng = seeding.rng(seed, "scenarios")
-    return [Scenario(rng.choice(pool), f"{rng.randrange(1000):03d}") for _ in range(n)]
+def draw(rng: random.Random, split: str) -> Scenario:
+    """One scenario of a key of ``split`` with a fresh random code."""
+    return Scenario(rng.choice(TRAIN_KEYS if split == "train" else EVAL_KEYS), f"{rng.randrange(1000):03d}")
 
 
 class CodeLookup(Environment[Scenario]):
@@ -71,27 +64,12 @@ class CodeLookup(Environment[Scenario]):
         return self.scenario.code if key == self.scenario.key else "no such key"
 
     def reward(self, trajectory: Trajectory) -> float:
-        results = [
-            m.content
-            for m in trajectory.messages_and_choices
-            if not isinstance(m, Choice) and m.role == "tool"
-        ]
-        called = self.scenario.code in results  # only the right key gets the code
-        correct = answer(trajectory) == self.scenario.code
-        trajectory.metrics["called"] = called
-        trajectory.metrics["correct"] = correct
-        return 1.0 if called and correct else 0.0
+        # only the right key gets the code
+        called = self.scenario.code in tool_results(trajectory)
+        return score(trajectory, called=called, correct=answer(trajectory) == self.scenario.code)
 
 
 TOOL = tool(CodeLookup().get).spec  # what each request and each demonstration lists
-
-
-def answer(trajectory: Trajectory) -> str | None:
-    """The final answer: the content of the last turn when it ended without a tool call, else None."""
-    last = trajectory.messages_and_choices[-1] if trajectory.messages_and_choices else None
-    if not isinstance(last, Choice) or last.finish_reason != "stop" or last.message.tool_calls:
-        return None
-    return last.message.content
 
 
 def prompt(scenario: Scenario) -> list[dict[str, Any]]:
@@ -100,53 +78,12 @@ def prompt(scenario: Scenario) -> list[dict[str, Any]]:
 
 def demonstration(scenario: Scenario) -> dict[str, Any]:
     """A supervised example (a ``train.jsonl`` record): the call, the tool's result, the answer."""
-    call = {
-        "id": "call_0",
-        "type": "function",
-        "function": {"name": TOOL.function.name, "arguments": f'{{"key": "{scenario.key}"}}'},
-    }
-    return {
-        "messages": [
-            *prompt(scenario),
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_0", "content": scenario.code},
-            {"role": "assistant", "content": scenario.code},
-        ],
-        "tools": [TOOL.model_dump(mode="json", exclude_none=True)],
-    }
+    call = (TOOL.function.name, json.dumps({"key": scenario.key}), scenario.code)
+    return conversation(prompt(scenario), [call], scenario.code, [TOOL])
 
 
-def demonstrations(n: int, seed: int | None = None) -> list[dict[str, Any]]:
-    """``n`` supervised examples of training keys, for the SFT warm start."""
-    return [demonstration(s) for s in scenarios(n, seed)]
-
-
-def agent(client: Client, model: str, *, temperature: float = 1.0, **options: Any) -> Agent[Scenario]:
-    """An :class:`~toolkit.rollouts.Agent` playing code lookup with ``model``."""
-    return Agent(
-        client,
-        model,
-        CodeLookup,
-        max_turns=MAX_TURNS,
-        temperature=temperature,
-        max_tokens=MAX_TOKENS,
-        **options,
-    )
-
-
-def success(
-    client: Client, model: str, n: int = 64, *, seed: int | None = None, temperature: float = 1.0
-) -> float:
-    """Held-out success: the mean reward of ``n`` episodes of held-out keys. ``seed`` draws the keys
-    and seeds the episodes' sampling (without one: the open experiment's seed, else the keys of
-    seed 0, sampled unseeded)."""
-    seed = seeding.resolve(seed, "success")
-    groups = agent(client, model, temperature=temperature).gather(
-        scenarios(n, 0 if seed is None else seed, split="eval"),
-        max_concurrency=32,
-        max_exceptions=0,
-        progress=False,
-        seed=seed,
-    )
-    rewards = [t.reward for g in groups for t in g.trajectories]
-    return sum(rewards) / len(rewards)
+TASK = AgentTask("lookup", draw, CodeLookup, demonstration, MAX_TOKENS, MAX_TURNS)
+scenarios = TASK.scenarios
+demonstrations = TASK.demonstrations
+agent = TASK.agent
+success = TASK.success
