@@ -29,10 +29,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -42,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from learning_runs import start_server
 from safetensors.torch import load_file
 
 import toolkit as tk
@@ -81,31 +78,6 @@ class Run:
     weights: dict[str, list[dict[str, torch.Tensor]]] = field(default_factory=dict)
     digests: dict[str, list[str]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def start_server(
-    folder: Path, env: dict[str, str], args: tuple[str, ...] = ()
-) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``toolkit serve *args`` on a free port in ``folder`` with ``env`` added: (process, URL, key). It
-    may take minutes to start on a loaded machine; a server that exits says why."""
-    folder.mkdir(parents=True)
-    log = folder / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
-        )
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            url = json.loads((folder / "server.json").read_text())["url"]
-            return proc, url, (folder / "local.key").read_text().strip()
-        except (FileNotFoundError, ValueError, KeyError):
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"the server did not start:\n{log.read_text()[-2000:]}")
 
 
 def sampled(client: tk.Client, concurrency: int) -> list[TrajectoryGroup]:
@@ -177,7 +149,9 @@ def run_server(
 ) -> tuple[Run, list[TrajectoryGroup]]:
     run = Run(server.name, server.reference)
     with tempfile.TemporaryDirectory(prefix="repro-") as tmp:
-        proc, url, key = start_server(Path(tmp) / "data", server.env, server.args)
+        folder = Path(tmp) / "data"
+        folder.mkdir()
+        proc, url, key = start_server(folder, server.env, server.args, folder / "server.log", timeout=600)
         try:
             with tk.Client(url, key) as client:
                 gathered = sampled(client, 1)

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from .._axes import band_edges, step_axis, value_axis
 from .._stats import mean_interval
 from ..health import HealthWarning, fetch_health, health_warnings
-from ._common import floats, layout, reported, scatter
+from ._common import floats, layout, placeholder, reported, scatter
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -99,11 +99,7 @@ def run_health(
     panels = [(t, [c for c in cols if reported(frame, (c[0],))]) for t, cols in HEALTH_PANELS]
     panels = [p for p in panels if p[1]]
     if not panels:
-        fig = go.Figure()
-        fig.add_annotation(text="no RL step metrics yet", showarrow=False, xref="paper", yref="paper")
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return layout(fig, "RL health", height=200)
+        return placeholder("no RL step metrics yet", "RL health")
     cols = 2
     rows = math.ceil(len(panels) / cols)
     titles = [t for t, _ in panels]

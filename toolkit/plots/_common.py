@@ -63,6 +63,15 @@ def layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     return fig
 
 
+def placeholder(text: str, title: str) -> go.Figure:
+    """A small figure that only says ``text`` (nothing to plot yet)."""
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return layout(fig, title, height=200)
+
+
 def reported(df: pd.DataFrame, names: Sequence[str]) -> str | None:
     """The first of ``names`` that is a column of ``df`` holding at least one value."""
     return next((n for n in names if n in df.columns and df[n].notna().any()), None)

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .._axes import step_axis, value_axis
-from ._common import floats, layout, reported, scatter
+from ._common import floats, layout, placeholder, reported, scatter
 
 LOSS_KEYS = ("loss", "loss/train", "policy_loss")
 REWARD_KEYS = ("reward", "train/reward")
@@ -52,11 +52,7 @@ def training_curves(events: pd.DataFrame) -> go.Figure:
     steps = events[events["type"] == "gradient_step"] if "type" in events else events
     panels = [(label, column) for label, keys in CURVES if (column := reported(steps, keys))]
     if not panels:
-        fig = go.Figure()
-        fig.add_annotation(text="no gradient step yet", showarrow=False, xref="paper", yref="paper")
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return layout(fig, "Training", height=200)
+        return placeholder("no gradient step yet", "Training")
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     x = floats(steps["step"])
     for row, (label, column) in enumerate(panels, start=1):
