@@ -55,6 +55,7 @@ class Result:
     )  # groups trained on per RL step (rewards not all equal)
     eval_curve: list[tuple[int, float, float]] = field(default_factory=list)  # RL step, T=1, greedy
     wall_seconds: float = 0.0
+    target_minutes: float | None = None  # wall time at the first evaluation at or above --target (T=1)
     config: dict[str, object] = field(default_factory=dict)
 
 
@@ -73,6 +74,8 @@ def run(client: tk.Client, args: argparse.Namespace, task: AgentTask[Any] = look
     def evaluate(step: int) -> tuple[float, float]:
         sampled = task.success(client, name(step), args.eval_samples, seed=10_000)
         greedy = task.success(client, name(step), args.eval_samples, seed=10_000, temperature=0.0)
+        if result.target_minutes is None and sampled >= args.target:
+            result.target_minutes = (time.perf_counter() - started) / 60
         return sampled, greedy
 
     def sft(batches: int, rates: list[float], seed: int) -> int:
@@ -147,6 +150,7 @@ def report(result: Result, args: argparse.Namespace) -> str:
     sft_rows = "\n".join(f"| {b} | {s:.3f} | {g:.3f} |" for b, s, g in result.sft_curve)
     rl_rows = "\n".join(f"| {s} | {t:.3f} | {g:.3f} |" for s, t, g in result.eval_curve)
     start, end = result.eval_curve[0][1], result.eval_curve[-1][1]
+    reached = "never" if result.target_minutes is None else f"{result.target_minutes:.1f} min"
     return f"""{SECTION}
 
 Produced by `python bench/learn_agent.py` (2 CPU cores shared with the other work of the machine at the
@@ -165,7 +169,8 @@ turns, both trained); success = the exact code and the end of the turn. Held-out
   step {args.prompts} scenarios x {args.group_size} episodes at T=1 through `/v1/chat/completions` with
   `tools`, one RL job (`{json.dumps(result.config)}`).
 - Held-out success at T=1: **{start:.3f} after SFT -> {end:.3f} after RL**.
-- Wall time of the whole run (evaluations included): {result.wall_seconds / 60:.1f} min.
+- Wall time of the whole run (evaluations included): {result.wall_seconds / 60:.1f} min; held-out
+  success at T=1 first at or above {args.target} at {reached} (evaluations every {args.eval_every} RL steps).
 - Sampled reward of the training episodes ({args.prompts * args.group_size} per step), means over blocks
   of 10 steps: {blocks}
 
@@ -200,6 +205,7 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-samples", type=int, default=128)
+    parser.add_argument("--target", type=float, default=0.8, help="report when held-out T=1 first reaches it")
     parser.add_argument(
         "--smoke", action="store_true", help="1 SFT job of 2 batches, 1 RL step, no write (CI)"
     )
