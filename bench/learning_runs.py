@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +32,10 @@ def start_server(
     """``toolkit serve *args`` on a free port with ``folder`` as its data folder and ``env`` added to
     this process's environment, its output to ``log`` if given: (process, URL, key). A server that has
     not started within ``timeout`` seconds (minutes on a loaded machine) is killed; the log's tail
-    says why."""
+    says why. A bench stopped by SIGTERM (``kill``, ``timeout``) exits through its ``finally`` blocks,
+    so its servers stop with it instead of running on."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     with open(log or os.devnull, "wb") as output:
         proc = subprocess.Popen(
             [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder), *args],
