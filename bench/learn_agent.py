@@ -6,7 +6,7 @@ API only; prints held-out success and writes the curve to docs/performance.md ("
     python bench/learn_agent.py --smoke         # every step of the run at the smallest size, no write
 
 Per run: upload generated demonstrations (the call, the tool's result, the answer) and run SFT jobs
-until held-out success at T=1 reaches --start-success (0.6), then RL steps: 16 scenarios x 8
+until held-out success at T=1 reaches --start-success (0.75), then RL steps: 16 scenarios x 8
 multi-turn episodes rolled out through `/v1/chat/completions` with `tools` (toolkit.rollouts.Agent),
 one RL job on the groups (every assistant turn trained on its sampled tokens), the next checkpoint
 rolled out next.
@@ -192,7 +192,9 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sft-lr", type=float, default=1e-3)
     parser.add_argument("--sft-chunk", type=int, default=100, help="SFT batches per job")
     parser.add_argument("--sft-max-batches", type=int, default=800)
-    parser.add_argument("--start-success", type=float, default=0.6, help="SFT until this held-out success")
+    parser.add_argument(
+        "--start-success", type=float, default=0.75, help="SFT until this held-out success (T=1)"
+    )
     parser.add_argument("--rl-steps", type=int, default=30)
     parser.add_argument("--prompts", type=int, default=16, help="scenarios per RL step")
     parser.add_argument("--group-size", type=int, default=8, help="episodes per scenario")
