@@ -2,37 +2,45 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
+import uuid
 
 import httpx
 from bench_script import ROOT
 
 HOLD = """
-import sys, time
+import glob, json, sys, tempfile, time
 sys.path.insert(0, "bench")
 from learning_runs import learning_client
-with learning_client(None, None, prefix="sigterm-") as client:
-    print(client.config.base_url, flush=True)
+with learning_client(None, None, prefix=PREFIX) as client:
+    [announced] = glob.glob(f"{tempfile.gettempdir()}/{PREFIX}*/server.json")
+    print(json.dumps({"url": client.config.base_url, "pid": json.load(open(announced))["pid"]}), flush=True)
     time.sleep(600)
 """
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_a_bench_stopped_by_sigterm_stops_its_server() -> None:
-    bench = subprocess.Popen([sys.executable, "-c", HOLD], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    code = f"PREFIX = {f'sigterm-{uuid.uuid4().hex}-'!r}\n{HOLD}"
+    bench = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert bench.stdout is not None
-        url = bench.stdout.readline().strip().rstrip("/")
-        assert httpx.get(f"{url}/v1/health", timeout=30).status_code == 401  # up (no key sent)
+        server = json.loads(bench.stdout.readline())
+        assert httpx.get(f"{server['url']}/v1/health", timeout=30).status_code == 401  # up (no key sent)
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(60) == 128 + signal.SIGTERM
-        try:
-            httpx.get(f"{url}/v1/health", timeout=5)
-            answered = True
-        except httpx.TransportError:
-            answered = False
-        assert not answered, "the bench's server still answers after the bench was stopped"
+        assert not alive(server["pid"]), "the bench's server still runs after the bench was stopped"
     finally:
         bench.terminate()
         bench.wait(60)
