@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from learning_runs import start_server, write_section
+from learning_runs import write_section
+from server_process import start_server
 
 import toolkit as tk
 from toolkit.tasks import lookup

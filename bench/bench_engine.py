@@ -28,11 +28,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,6 +41,7 @@ from typing import TypeVar
 
 import httpx
 import torch
+from server_process import start_server
 
 from toolkit.server.engine.codec import Codec
 from toolkit.server.engine.engine import ENGINE_THREADS
@@ -95,37 +93,11 @@ def metered(pid: int | None) -> Iterator[Callable[[int], Rate]]:
     ends += [time.perf_counter(), cpu_seconds(pid)]
 
 
-def start_server(
-    data_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
-) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``toolkit serve *args`` on ``data_dir`` (``env`` added to this process's environment, its
-    output to ``log`` if given), once it answers its health check: (process, URL, key)."""
-    with open(log or os.devnull, "wb") as output:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            url = json.loads((data_dir / "server.json").read_text())["url"]
-            key = (data_dir / "local.key").read_text().strip()
-            if httpx.get(f"{url}/v1/health", headers={"Authorization": f"Bearer {key}"}).status_code == 200:
-                return proc, url, key
-        except (FileNotFoundError, ValueError, KeyError, httpx.HTTPError):
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("server did not start")
-
-
 @contextlib.contextmanager
 def serving(data_dir: Path, *args: str) -> Iterator[Server]:
     """``toolkit serve *args`` on ``data_dir``, warmed up (its weights loaded)."""
     data_dir.mkdir()
-    proc, url, key = start_server(data_dir, *args)
+    proc, url, key = start_server(data_dir, args=args, timeout=120)
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
             server = Server(http, proc.pid, url, key)

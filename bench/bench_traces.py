@@ -255,31 +255,6 @@ def weave_side(data: Path, repeats: int, timed_calls: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- our side
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    import httpx
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            url = json.loads((data_dir / "server.json").read_text())["url"]
-            key = (data_dir / "local.key").read_text().strip()
-            if (
-                httpx.get(f"{url}/traces/health", headers={"Authorization": f"Bearer {key}"}).status_code
-                == 200
-            ):
-                return proc, url, key
-        except (FileNotFoundError, ValueError, KeyError, httpx.HTTPError):
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("server did not start")
-
-
 def jsonl_rows(chunks: Iterator[bytes]) -> int:
     """Decode a JSON Lines body as it arrives; the number of objects."""
     import orjson
@@ -294,9 +269,10 @@ def jsonl_rows(chunks: Iterator[bytes]) -> int:
 def our_side(bodies: list[bytes], calls: int, repeats: int) -> dict[str, Any]:
     """Ingest the request bodies, then the queries and the scan, over HTTP."""
     import httpx
+    from server_process import start_server
 
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url, key = start_server(Path(tmp))
+        proc, url, key = start_server(Path(tmp), timeout=120)
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         try:
             with httpx.Client(base_url=f"{url}/traces", headers=headers, timeout=600) as http:

@@ -35,7 +35,8 @@ from datetime import datetime
 from pathlib import Path
 
 from charts import scaling_chart
-from learning_runs import ROOT, start_server, write_section
+from learning_runs import ROOT, write_section
+from server_process import start_server
 from training_bare import BareRL, BareSFT
 
 import toolkit as tk

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from learning_runs import start_server, write_section
+from learning_runs import write_section
+from server_process import start_server
 
 from toolkit.server.store.db import Database
 from toolkit.server.store.logs import LoggedGroup, TrajectoryLogs

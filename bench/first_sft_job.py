@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from learning_runs import start_server
+from server_process import start_server
 
 import toolkit as tk
 from toolkit.tasks import lookup

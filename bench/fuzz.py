@@ -28,7 +28,7 @@ import httpx
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from load import start_server
+from server_process import start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema, seed_targets
@@ -130,7 +130,7 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
-        proc, url, _ = start_server(data_dir)
+        proc, url, _ = start_server(data_dir, log=data_dir / "server.log", timeout=180)
         try:
             key = new_key(data_dir, "fuzzer")
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:

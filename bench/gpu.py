@@ -56,12 +56,12 @@ from bench_engine import (
     concurrently,
     engine_throughput,
     generate_throughput,
-    start_server,
     table,
 )
 from bench_training import RL_SETTINGS, TARGET_GROUPS, Pair, measure_rl, measure_sft
 from gpu_sampling import SAMPLING_HEADER, device_used_mib, process_memory_mib, sampling_costs, sampling_table
 from lora_serving import write_adapters
+from server_process import start_server
 from training_bare import BareRL, BareSFT
 
 import toolkit as tk
@@ -97,7 +97,7 @@ SLOWER = 5.0  # the API's gradient steps this many times the bare loop's on the 
 def served(folder: Path, args: list[str], env: dict[str, str]) -> Iterator[Server]:
     """A server on ``folder``, its output in ``folder/server.log``."""
     folder.mkdir()
-    proc, url, key = start_server(folder, *args, env=env, log=folder / "server.log")
+    proc, url, key = start_server(folder, env, args, folder / "server.log", timeout=120)
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
             yield Server(http, proc.pid, url, key)

@@ -18,7 +18,6 @@ import asyncio
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,25 +28,11 @@ from pathlib import Path
 
 import httpx
 import psutil
+from server_process import start_server
 
 BASE = "toolkit/tiny-chat-1m"
 TRACE_BATCH = 10
 LOG_GROUP = 4
-
-
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    log = open(data_dir / "server.log", "ab")  # noqa: SIM115 (lives as long as the server)
-    cmd = [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(data_dir)]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            url = json.loads((data_dir / "server.json").read_text())["url"]
-            return proc, url, (data_dir / "local.key").read_text().strip()
-        except (FileNotFoundError, ValueError, KeyError):
-            time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("server did not start")
 
 
 class Load:
@@ -216,7 +201,7 @@ async def sample_rss(pid: int, stop: asyncio.Event) -> int:
 
 async def main_async(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="toolkit-load-") as folder:
-        proc, url, key = start_server(Path(folder))
+        proc, url, key = start_server(Path(folder), log=Path(folder) / "server.log", timeout=180)
         try:
             stop = asyncio.Event()
             sampler = asyncio.create_task(sample_rss(proc.pid, stop))

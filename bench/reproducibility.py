@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from learning_runs import start_server
 from safetensors.torch import load_file
+from server_process import start_server
 
 import toolkit as tk
 from toolkit.rollouts import gather

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import uuid
 
 import httpx
+import psutil
 from bench_script import ROOT
 
 HOLD = """
@@ -23,14 +23,6 @@ with learning_client(None, None, prefix=PREFIX) as client:
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_a_bench_stopped_by_sigterm_stops_its_server() -> None:
     code = f"PREFIX = {f'sigterm-{uuid.uuid4().hex}-'!r}\n{HOLD}"
     bench = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -40,7 +32,7 @@ def test_a_bench_stopped_by_sigterm_stops_its_server() -> None:
         assert httpx.get(f"{server['url']}/v1/health", timeout=30).status_code == 401  # up (no key sent)
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(60) == 128 + signal.SIGTERM
-        assert not alive(server["pid"]), "the bench's server still runs after the bench was stopped"
+        assert not psutil.pid_exists(server["pid"]), "the bench's server runs on after the bench stopped"
     finally:
         bench.terminate()
         bench.wait(60)

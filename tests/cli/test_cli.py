@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from toolkit import cli
@@ -30,14 +31,6 @@ def toolkit_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         text=True,
         timeout=300,
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture
@@ -84,7 +77,7 @@ def test_status_and_stop_of_a_running_server(
 
     assert cli.main(["stop", "--data-dir", str(folder)]) == 0
     assert capsys.readouterr().out == f"toolkit server: stopped {url} (pid {info.pid})\n"
-    assert not alive(info.pid) and not (folder / "server.json").exists()
+    assert not psutil.pid_exists(info.pid) and not (folder / "server.json").exists()
     assert cli.main(["stop", "--data-dir", str(folder)]) == 1
     assert capsys.readouterr().out == f"toolkit server: not running (data: {folder})\n"
 
@@ -108,7 +101,7 @@ def test_lab_stops_the_server_it_started(tmp_path: Path, fake_jupyter: tuple[dic
     assert lines[0] == f"toolkit server: {url} (data: {folder}; stops with JupyterLab)"
     assert lines[-1] == f"toolkit server: stopped {url}"
     assert ("toolkit lab: running as root, so JupyterLab gets --allow-root" in lines) is root
-    assert not alive(pid) and not (folder / "server.json").exists()
+    assert not psutil.pid_exists(pid) and not (folder / "server.json").exists()
 
 
 def test_root_gets_allow_root_once(capsys: pytest.CaptureFixture[str]) -> None:
