@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from traces_helpers import end, start
 
 from toolkit.server.traces.call_rows import COLUMNS, end_values, merge_end, start_row
@@ -119,5 +120,28 @@ def test_stored_lines_read_as_the_assembled_ones_and_changes_clear_them(tmp_path
         service.calls.update("u", P, "failed", "renamed")
         assert conn.execute("SELECT line FROM calls WHERE id = 'failed'").fetchone()[0] is None
         assert {c["id"]: c for c in all_calls(service)}["failed"]["display_name"] == "renamed"
+    finally:
+        service.close()
+
+
+def test_a_new_database_has_16_kib_pages_and_one_of_4_kib_keeps_its_pages_and_calls(tmp_path: Path) -> None:
+    new = TraceService(tmp_path / "new.db")
+    try:
+        assert new.base.db.conn.execute("PRAGMA page_size").fetchone()[0] == 16384
+    finally:
+        new.close()
+    path = tmp_path / "traces.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TraceDatabase, "page_size", None)
+        old = TraceService(path)
+        old.calls.upsert_batch("u", batch([100, 2000]))
+        old.close()
+    service = TraceService(path)
+    try:
+        conn = service.base.db.conn
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        service.calls.upsert_batch("u", batch([100, 2000, 300])[4:])
+        assert [c["id"] for c in all_calls(service)] == ["call-000", "call-001", "call-002"]
+        assert service.base.db.integrity_ok()
     finally:
         service.close()

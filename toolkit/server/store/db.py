@@ -27,6 +27,9 @@ class Database:
     write transaction.
     """
 
+    # the page size of a new file (SQLite's default, 4096, when None); an existing file keeps its own
+    page_size: int | None = None
+
     def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
         self.path = path
         self._local = threading.local()
@@ -43,6 +46,8 @@ class Database:
             self.path, isolation_level=None, check_same_thread=False, timeout=30.0, factory=_Connection
         )
         conn.row_factory = sqlite3.Row
+        if self.page_size:  # before WAL mode, which fixes it
+            conn.execute(f"PRAGMA page_size={self.page_size}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")

