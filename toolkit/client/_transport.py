@@ -25,6 +25,12 @@ Service = Literal["api", "inference", "traces"]
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 MAX_RETRY_AFTER = 60.0
+# As many idle connections kept as there may be connections: httpcore 1.0.x closes "surplus" idle ones
+# while the pool holds more than max_keepalive_connections of any kind, and a pass could so close an
+# idle connection it had just handed to a waiting request; closed under that request's read, it hid
+# the server's answer until the read timeout (encode/httpcore#1110; issue 25's stall,
+# tests/client/test_client_pool_handoff.py). With the two equal, that rule never applies.
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,7 @@ class RetryPolicy:
 class SyncTransport:
     def __init__(self, config: Config, http: httpx.Client | None = None) -> None:
         self.config = config
-        self.http = http or httpx.Client(timeout=config.httpx_timeout())
+        self.http = http or httpx.Client(timeout=config.httpx_timeout(), limits=LIMITS)
 
     def close(self) -> None:
         self.http.close()
@@ -225,7 +231,7 @@ class SyncTransport:
 class AsyncTransport:
     def __init__(self, config: Config, http: httpx.AsyncClient | None = None) -> None:
         self.config = config
-        self.http = http or httpx.AsyncClient(timeout=config.httpx_timeout())
+        self.http = http or httpx.AsyncClient(timeout=config.httpx_timeout(), limits=LIMITS)
 
     async def close(self) -> None:
         await self.http.aclose()
