@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from model_folders import write_adapter, write_folder
 
-from toolkit.server.engine.engine import Engine, EngineStatus
+from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Event, Failed, Finished
 from toolkit.server.engine.model import from_folder
 from toolkit.server.engine.request import BeamParams, Request, Weights
 from toolkit.server.engine.sampling import SamplingParams
+from toolkit.server.engine.status import EngineStatus
 
 PROMPT = [256, 97, 98, 99]
 

@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -38,6 +37,7 @@ from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, 
 from .runner import Runner, SlotCache
 from .running import Batch, Sequence
 from .sampling import DeviceRandom, StepResult, sample
+from .status import EngineStatus
 from .structured import Compiler
 from .weights import Route, WeightsPool
 
@@ -50,25 +50,6 @@ SPARE_IDLE_S = 30.0
 CPU only: a new cache there is fresh pages that the kernel faults in and zeroes (some 3,000 faults for
 8 rows of 300 tokens of the built-in model, whenever the allocator had handed the last one back),
 while CUDA's caching allocator reuses freed memory by itself, for the trainer too."""
-
-
-@dataclass(frozen=True)
-class EngineStatus:
-    """A snapshot of what the engine holds, refreshed by its thread after each step and before it
-    emits any ``Finished``: a client that got an answer never reads an older state."""
-
-    loaded: bool
-    device: str
-    dtype: str
-    parameter_bytes: int = 0
-    kv_cache_bytes: int = 0  # running sequences' caches and the prefix cache
-    checkpoints: int = 0
-    adapters: int = 0
-    adapter_bytes: int = 0
-    running: int = 0
-    waiting: int = 0
-    prompt_tokens: int = 0  # prompt tokens of the requests admitted since the start
-    prefilled_tokens: int = 0  # of which run through the model (the rest were reused)
 
 
 class Engine:

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .device import Placement
-from .engine import ENGINE_THREADS, Engine, EngineStatus
+from .engine import ENGINE_THREADS, Engine
 from .model import BaseModelSpec
 from .request import Weights
 from .resources import LORA_BYTES
 from .sources import AdapterSource, BaseModelError
+from .status import EngineStatus
 
 
 @dataclass(frozen=True)

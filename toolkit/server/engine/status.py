@@ -1,0 +1,24 @@
+"""What an engine holds, as the health check reports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """A snapshot of what the engine holds, refreshed by its thread after each step and before it
+    emits any ``Finished``: a client that got an answer never reads an older state."""
+
+    loaded: bool
+    device: str
+    dtype: str
+    parameter_bytes: int = 0
+    kv_cache_bytes: int = 0  # running sequences' caches and the prefix cache
+    checkpoints: int = 0
+    adapters: int = 0
+    adapter_bytes: int = 0
+    running: int = 0
+    waiting: int = 0
+    prompt_tokens: int = 0  # prompt tokens of the requests admitted since the start
+    prefilled_tokens: int = 0  # of which run through the model (the rest were reused)
