@@ -96,6 +96,7 @@ class Engine:
         self._batches: dict[str, Batch] = {}
         self._spare: SlotCache | None = None  # the cache of the latest batch to empty, for the next
         self._beams: list[BeamJob] = []
+        self._ending: list[Sequence | BeamJob] = []  # out of the batches, their Finished not yet sent
         self._waiting: list[Request] = []
         self._inbox: list[Request] = []
         self._wake = threading.Condition()
@@ -307,13 +308,17 @@ class Engine:
             if job.req.cancelled or job.step():
                 self._end_beam(job)
                 if not job.req.cancelled:
+                    self._ending.append(job)
                     self._refresh_status()  # before its answer, as in _advance
                     job.finish()
+                    self._ending.remove(job)
         self._refresh_status()
 
     def _fail(self, admitted: list[tuple[Request, Route]], exc: Exception) -> None:
-        """Requests whose prefill failed: their sequences leave, their routes are released."""
-        failed = {id(r) for r, _ in admitted}
+        """Requests whose prefill failed (and any whose first token ended them before their
+        ``Finished`` went out): their sequences leave, their routes are released."""
+        failed = {id(r): r for r, _ in admitted} | {id(x.req): x.req for x in self._ending}
+        self._ending.clear()
         for batch in self._batches.values():
             for seq in [s for s in batch.seqs if id(s.req) in failed]:
                 batch.remove(seq)
@@ -321,16 +326,19 @@ class Engine:
         for req, route in admitted:
             if req.beam is not None and id(req) not in started:
                 self.weights.release(route)
+        for req in failed.values():
             req.emit(Failed(exc))
 
     def _fail_all(self, exc: BaseException) -> None:
+        """A step failed: every request it holds fails, running or ended without its ``Finished``."""
+        held = [*self._ending, *(s for b in self._batches.values() for s in b.seqs), *self._beams]
+        for req in {id(x.req): x.req for x in held}.values():
+            req.emit(Failed(exc))
+        self._ending.clear()
         for batch in self._batches.values():
-            for req in {id(s.req): s.req for s in batch.seqs}.values():
-                req.emit(Failed(exc))
             for seq in list(batch.seqs):
                 batch.remove(seq)
         for job in list(self._beams):
-            job.req.emit(Failed(exc))
             self._end_beam(job)
         self._batches.clear()
 
@@ -379,21 +387,7 @@ class Engine:
         """Prefill requests sharing one runner (reusing cached or shared prompt prefixes, each prompt
         through its own adapter, :mod:`.prefill`), then sample each sequence's first token."""
         runner = admitted[0][1].runner
-        batch = self._batches.get(admitted[0][1].key)
-        if batch is None:  # a new batch takes the spare cache (every runner has the same shape)
-            batch, self._spare = Batch(admitted[0][1], self.weights, self._spare), None
-        self._batches[admitted[0][1].key] = batch
-        prompts: list[Prompt] = []
-        for req, route in admitted:
-            slot, n = len(batch.seqs), len(req.params)
-            batch.seqs.extend(
-                Sequence(req, i, slot + i, route, self.codec, self.spec.eos_token_ids) for i in range(n)
-            )
-            batch.cache.reserve(slot + n, len(req.prompt_ids))
-            shares = self.enable_prefix_caching and req.cache_scope is not None
-            scope = f"{req.weights.key}|{req.cache_scope}"
-            keys = block_keys(scope, req.prompt_ids[:-1]) if shares else []
-            prompts.append(Prompt(req, slot, route.adapter, keys))
+        batch, prompts = self._place(admitted)
         plan(prompts, self.prefix_cache)
         self._threads(runner, sum(len(p.req.prompt_ids) - p.start for p in prompts))
         last, full = prefill(runner, batch.cache, prompts, self.prefix_cache)
@@ -424,6 +418,33 @@ class Engine:
         )
         self._advance(batch, rows, step)
 
+    def _place(self, admitted: list[tuple[Request, Route]]) -> tuple[Batch, list[Prompt]]:
+        """Put each request's sequences in its runner's batch, with cache room for its prompt. If this
+        fails, the requests not yet placed give back the users their routes counted for them (a
+        placed sequence gives back its own when it leaves the batch)."""
+        placed = 0
+        try:
+            batch = self._batches.get(admitted[0][1].key)
+            if batch is None:  # a new batch takes the spare cache (every runner has the same shape)
+                batch, self._spare = Batch(admitted[0][1], self.weights, self._spare), None
+            self._batches[admitted[0][1].key] = batch
+            prompts: list[Prompt] = []
+            eos = self.spec.eos_token_ids
+            for req, route in admitted:
+                slot, n = len(batch.seqs), len(req.params)
+                batch.seqs.extend([Sequence(req, i, slot + i, route, self.codec, eos) for i in range(n)])
+                placed += 1
+                batch.cache.reserve(slot + n, len(req.prompt_ids))
+                shares = self.enable_prefix_caching and req.cache_scope is not None
+                scope = f"{req.weights.key}|{req.cache_scope}"
+                keys = block_keys(scope, req.prompt_ids[:-1]) if shares else []
+                prompts.append(Prompt(req, slot, route.adapter, keys))
+            return batch, prompts
+        except Exception:
+            for req, route in admitted[placed:]:
+                self.weights.release(route, len(req.params))
+            raise
+
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs
         self._threads(batch.runner, len(seqs))
@@ -450,6 +471,7 @@ class Engine:
                 seq.logprobs.append((step.logprobs[i], step.top[i]))
             if append(seq, token, self.spec.max_model_len):
                 batch.remove(seq)
+                self._ending.append(seq)  # until its Finished is sent: a failure now fails it
                 done.append(seq)
             elif seq.req.stream:
                 stream(seq)
@@ -457,6 +479,7 @@ class Engine:
             self._refresh_status()
         for seq in done:
             finish(seq, self.codec)
+            self._ending.remove(seq)
 
 
 def _ago(now: float, at: float | None) -> str:
