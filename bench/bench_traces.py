@@ -244,8 +244,8 @@ def weave_side(data: Path, repeats: int, timed_calls: int) -> dict[str, Any]:
             out["scan"] = {"rows": rows, "rows_per_s": rows / (time.perf_counter() - t), "rss_growth_mb": 0.0}
         cpu_scan = cpu_per(
             os.getpid(),
-            rows,
             lambda: sum(1 for _ in server.calls_query_stream(tsi.CallsQueryReq(project_id=PROJECT))),
+            SCAN_CPU_ROWS,
         )
         out["scan"]["rss_growth_mb"] = mem.growth
         out["cpu"] = {"ingest_us": cpu_ingest * 1e6, "query_ms": cpu_query * 1e3, "scan_us": cpu_scan * 1e6}
