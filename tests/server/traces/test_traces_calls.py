@@ -339,6 +339,9 @@ def test_columns_and_stats_limit(tr: httpx.Client, corpus: tuple[str, dict[str, 
     assert (
         tr.post("/calls/query_stats", json={"project_id": project, "limit": 40}).json()["has_more"] is False
     )
+    largest = tr.post("/calls/query_stats", json={"project_id": project, "limit": 2**63 - 1})
+    assert largest.status_code == 200
+    assert largest.json() == {"count": 10, "has_more": False, "total_storage_size_bytes": None}
 
 
 def test_stream_is_json_lines_with_requested_media_type(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ...types.common import INT64_MAX
 from ...types.traces import (
     CallsQueryReq,
     CompletedCall,
@@ -143,7 +144,8 @@ class Calls:
         if limit is None:
             row = self.base.db.conn.execute(f"SELECT count(*) FROM calls c WHERE {where}", params).fetchone()
             return int(row[0]), False
+        probe = min(limit, INT64_MAX - 1) + 1  # one more than asked tells whether there are more
         row = self.base.db.conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM calls c WHERE {where} LIMIT ?)", (*params, limit + 1)
+            f"SELECT count(*) FROM (SELECT 1 FROM calls c WHERE {where} LIMIT ?)", (*params, probe)
         ).fetchone()
         return min(int(row[0]), limit), int(row[0]) > limit
