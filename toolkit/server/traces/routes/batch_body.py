@@ -24,7 +24,6 @@ from .wire import json_body
 _TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?", re.A
 )
-_STR = (str, type(None))
 _START_STR = (
     *("id", "display_name", "trace_id", "parent_id", "thread_id", "turn_id"),
     *("wb_user_id", "wb_run_id"),
