@@ -1,6 +1,6 @@
 """Deep fuzz of a fresh local server: ``--examples`` generated requests for every operation of its
 OpenAPI (schemathesis' fuzzing phase, valid and invalid data, reproducible from ``--seed``), with the
-checks of the suite's fuzz test (tests/reliability_fuzzing.py): no 5xx, 2xx bodies match the declared
+checks of the suite's fuzz test (tests/support/reliability_fuzzing.py): no 5xx, 2xx bodies match the declared
 schema and media type, every 4xx in the owning service's error shape. Unlike the test it does not stop
 at an operation's first failure: it counts every request and every failure, prints one example of
 each kind of failure, then the figures that docs/reliability.md records. Exits 1 on any failure.
@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 from server_process import start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema, seed_targets
 from schemathesis import Case, GenerationMode
 from schemathesis.core.failures import FailureGroup
 
+from support.reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, aim, fuzz_schema, seed_targets
 from toolkit import cli
 
 

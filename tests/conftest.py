@@ -160,7 +160,7 @@ def http(server: LocalServer) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def tr(server: LocalServer) -> Iterator[httpx.Client]:
     """A raw HTTP client of the trace service (Bearer key)."""
-    from traces_helpers import traces_http
+    from support.traces_helpers import traces_http
 
     with traces_http(server.url, server.key) as client:
         yield client
@@ -169,6 +169,6 @@ def tr(server: LocalServer) -> Iterator[httpx.Client]:
 @pytest.fixture
 def project() -> str:
     """A fresh ``entity/project`` of the trace service."""
-    from traces_helpers import new_project
+    from support.traces_helpers import new_project
 
     return new_project()

@@ -1,7 +1,7 @@
 """bench/fuzz.py runs (``--smoke``: 1 generated request per operation) and reports its figures.
 
 tests/reliability/test_reliability_fuzz.py fuzzes the same operations with the same checks
-(tests/reliability_fuzzing.py) but does not run this script; this test does.
+(tests/support/reliability_fuzzing.py) but does not run this script; this test does.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from bench_script import run_bench
-from soak_support import figures
+
+from support.soak_support import figures
 
 
 def test_soak_smoke_answers_every_request_without_a_stall() -> None:

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from client_helpers import fake_config
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import toolkit as tk
+from support.client_helpers import fake_config
 from toolkit.client import NotFoundError, UnsupportedOperation
 from toolkit.client._transport import AsyncTransport, Config, Op, SyncTransport
 from toolkit.client.deployment import Deployment, Extension

@@ -1,4 +1,4 @@
-"""The client against a fake of the hosted W&B Training API (tests/hosted_fake.py, in front of the
+"""The client against a fake of the hosted W&B Training API (tests/support/hosted_fake.py, in front of the
 real local server): the training loop works, every extension says plainly that it is absent."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hosted_fake import HostedFake, serve_hosted_fake
-from training_helpers import BASE, answer_trajectory, served
 
 import toolkit as tk
+from support.hosted_fake import HostedFake, serve_hosted_fake
+from support.training_helpers import BASE, answer_trajectory, served
 from toolkit.client import NotFoundError, UnsupportedOperation
 from toolkit.types.training import LogResponse, TrainingJob
 

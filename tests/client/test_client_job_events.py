@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from client_helpers import fake_config
 
+from support.client_helpers import fake_config
 from toolkit.client import jobs
 from toolkit.client._transport import AsyncTransport, SyncTransport
 from toolkit.client.jobs import AsyncTrainingJobHandle, TrainingJobHandle

@@ -10,10 +10,9 @@ import os
 import subprocess
 import sys
 
-from training_helpers import long_sft_job, new_model, wait_for_event, wait_job
-
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import long_sft_job, new_model, wait_for_event, wait_job
 
 INTERRUPTED = r"""
 import json, os, signal, sys, threading, time, traceback

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from traces_helpers import end, new_id, new_project, start
 
 import toolkit as tk
 from conftest import LocalServer
+from support.traces_helpers import end, new_id, new_project, start
 from toolkit import tracing
 from toolkit.client import BadRequestError, NotFoundError
 from toolkit.client.traces import purge_query

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import BASE, long_sft_job, new_model, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import BASE, long_sft_job, new_model, rewarded_group, served
 from toolkit import seeding
 from toolkit.experiments.replay import NO_RECIPE
 from toolkit.tasks import reverse

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import new_model, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import new_model, served
 from toolkit.tasks import reverse
 
 WORDS = ("cat", "dog", "sun", "map")

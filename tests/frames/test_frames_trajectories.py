@@ -7,10 +7,10 @@ import json
 
 import pandas as pd
 import pytest
-from training_helpers import answer_trajectory, new_model, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import answer_trajectory, new_model, served
 from toolkit.types.trajectories import prompt_key
 
 TRAJECTORY_COLUMNS = [

@@ -1,6 +1,6 @@
 """Every notebook runs against the hosted W&B Training API as well, or says plainly what it lacks.
 
-The hosted fake (``tests/hosted_fake.py``) stands in front of the suite's local server and answers
+The hosted fake (``tests/support/hosted_fake.py``) stands in front of the suite's local server and answers
 as the hosted API does: no local-server extensions, an empty ``/log`` body, a bare job record. The
 notebooks run with ``TOOLKIT_PRESET=wandb`` pointed at it, so ``client.deployment`` is the hosted
 one; a cell that needs an extension must say so in a sentence, never raise. They run as a quick
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hosted_fake import HostedFake, serve_hosted_fake
-from notebook_support import NOTEBOOKS, run_notebook
+from support.hosted_fake import HostedFake, serve_hosted_fake
+from support.notebook_support import NOTEBOOKS, run_notebook
 
 from conftest import LocalServer
 

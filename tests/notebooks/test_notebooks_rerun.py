@@ -24,8 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbconvert import HTMLExporter
-from notebook_support import NOTEBOOKS, run_notebook
-from user_extras import user_venv
+from support.notebook_support import NOTEBOOKS, run_notebook
+from support.user_extras import user_venv
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WARNING_LINE = re.compile(r"^(?P<path>\S.*?):\d+: (?P<category>\w*Warning): ", re.MULTILINE)

@@ -12,7 +12,8 @@ import tomllib
 from pathlib import Path
 
 import yaml
-from user_extras import lab_extras
+
+from support.user_extras import lab_extras
 
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"

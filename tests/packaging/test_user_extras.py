@@ -1,12 +1,12 @@
 """The notebooks and the docs' code run where users run them: every module they import comes from the
 project with the extras ``scripts/lab`` installs (the README's main job), not from the ``dev`` extra
-the suite adds. The closure is the installed metadata's (see ``tests/user_extras.py``)."""
+the suite adds. The closure is the installed metadata's (see ``tests/support/user_extras.py``)."""
 
 from __future__ import annotations
 
 import tomllib
 
-from user_extras import ROOT, imports, lab_extras, providers, sources, unprovided, user_closure
+from support.user_extras import ROOT, imports, lab_extras, providers, sources, unprovided, user_closure
 
 
 def test_scripts_lab_installs_user_extras_only() -> None:

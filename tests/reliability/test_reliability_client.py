@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from reliability_support import unique
 
 import toolkit as tk
+from support.reliability_support import unique
 from toolkit.client import APIConnectionError
 
 if TYPE_CHECKING:
@@ -112,9 +112,8 @@ def start_on_port(server: LocalServer, port: int) -> None:
 def test_event_polling_resumes_from_its_cursor_across_a_server_kill(tmp_path: Path) -> None:
     """A job handle following its events through a ``kill -9`` and restart on the same port gets
     every event once, in order, and ends with the terminal event the restart wrote."""
-    from training_helpers import new_model
-
     from conftest import LocalServer
+    from support.training_helpers import new_model
     from toolkit.tasks import reverse
 
     (tmp_path / "data").mkdir()

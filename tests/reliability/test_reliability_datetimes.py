@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from reliability_openapi import date_time_fields, fuzz_document
-from reliability_support import create_model, error_shape_problem
+
+from support.reliability_openapi import date_time_fields, fuzz_document
+from support.reliability_support import create_model, error_shape_problem
 
 OUT_OF_RANGE = [
     "0001-01-01T00:00:00+00:07",

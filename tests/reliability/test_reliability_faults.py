@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import httpx
-from reliability_support import create_model, rows
-from training_helpers import choice, long_sft_job, new_model, prompt, scored_answer, served
+
+from support.reliability_support import create_model, rows
+from support.training_helpers import choice, long_sft_job, new_model, prompt, scored_answer, served
 
 if TYPE_CHECKING:
     from conftest import LocalServer

@@ -13,8 +13,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema, seed_targets
 from schemathesis import Case
+
+from support.reliability_fuzzing import ADDITIONAL_CHECKS, CHECKS, OPENAPI, aim, fuzz_schema, seed_targets
 
 if TYPE_CHECKING:
     from conftest import LocalServer

@@ -7,7 +7,8 @@ import uuid
 
 import httpx
 import pytest
-from reliability_support import error_shape_problem
+
+from support.reliability_support import error_shape_problem
 
 BIG = 2**70  # beyond SQLite's 64-bit integers: an OverflowError when bound
 QUERIES = [

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from reliability_support import create_model, error_shape_problem
 
+from support.reliability_support import create_model, error_shape_problem
 from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.server.settings import MAX_BODY_BYTES
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from reliability_support import TRAIN_LINE, create_model, rows, upload_artifact
 
+from support.reliability_support import TRAIN_LINE, create_model, rows, upload_artifact
 from toolkit.cli import main as cli_main
 from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.server.settings import Settings

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from notebook_support import NOTEBOOKS, run_notebook
 
 import toolkit as tk
+from support.notebook_support import NOTEBOOKS, run_notebook
 
 SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop", "07_agent")]
 

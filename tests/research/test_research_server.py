@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import BASE
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import BASE
 from toolkit import research
 from toolkit.client.jobs import TrainingJobFailed
 from toolkit.research.judge import SCORES

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from tracking_helpers import new_model, rl_steps
 
 import toolkit as tk
 from conftest import LocalServer
+from support.tracking_helpers import new_model, rl_steps
 from toolkit._stats import mean_interval, t_quantile
 from toolkit.research.sweep import long_frame, mean_ci_table
 

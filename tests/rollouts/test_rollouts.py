@@ -8,9 +8,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from training_helpers import answer_logprob, new_model, served
 
 from conftest import LocalServer
+from support.training_helpers import answer_logprob, new_model, served
 from toolkit.client.sft_data import train_jsonl
 from toolkit.client.training_ops import wire
 from toolkit.rollouts import (

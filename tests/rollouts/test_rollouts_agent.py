@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from agent_support import (
+
+from support.agent_support import (
     AsyncScriptedChat,
     Faulty,
     Lookup,
@@ -19,7 +20,6 @@ from agent_support import (
     completion,
     faulty_calls,
 )
-
 from toolkit.client._observe import observe
 from toolkit.rollouts import Agent, AsyncAgent, RolloutTimeout, policy_version
 from toolkit.types.chat import ChatCompletion

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from training_helpers import new_model, served
-
 from conftest import LocalServer
+from support.training_helpers import new_model, served
 from toolkit.rollouts import Agent, AsyncAgent
 from toolkit.tasks import lookup
 from toolkit.types.training import Choice, Trajectory, TrajectoryGroup

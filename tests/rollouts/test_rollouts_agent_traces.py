@@ -3,10 +3,9 @@ the trajectory, its trace and the policy version that sampled it (real server, s
 
 from __future__ import annotations
 
-from agent_support import Faulty, Lookup, ScriptedChat, call_then_answer, faulty_calls
-from traces_helpers import new_project
-
 from conftest import LocalServer
+from support.agent_support import Faulty, Lookup, ScriptedChat, call_then_answer, faulty_calls
+from support.traces_helpers import new_project
 from toolkit import tracing
 from toolkit.rollouts import Agent
 

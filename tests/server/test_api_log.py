@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from reliability_support import create_model
 
+from support.reliability_support import create_model
 from toolkit.server.store.db import Database
 from toolkit.server.store.migrations import MIGRATIONS
 from toolkit.server.store.models import Models

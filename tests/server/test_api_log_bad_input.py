@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from reliability_support import create_model
+
+from support.reliability_support import create_model
 
 
 def _traj(**fields: Any) -> dict[str, Any]:

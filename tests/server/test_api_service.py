@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-from training_helpers import long_sft_job, new_model, wait_for_event
+
+from support.training_helpers import long_sft_job, new_model, wait_for_event
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base models (toolkit.server.engine.model)
 RANDOM_NAME = "toolkit/tiny-random-1m"

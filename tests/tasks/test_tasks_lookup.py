@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_support import Reply, ScriptedChat
-
+from support.agent_support import Reply, ScriptedChat
 from toolkit.client.sft_data import train_jsonl
 from toolkit.rollouts import Agent
 from toolkit.server.training.data import iter_conversations

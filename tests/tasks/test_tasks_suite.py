@@ -9,10 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from agent_support import Reply, ScriptedChat
-from training_helpers import new_model, served
 
 from conftest import LocalServer
+from support.agent_support import Reply, ScriptedChat
+from support.training_helpers import new_model, served
 from toolkit.client.sft_data import train_jsonl
 from toolkit.server.training.data import iter_conversations
 from toolkit.tasks import suite

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracking_helpers import new_model, rl_steps
 
 import toolkit as tk
 from conftest import LocalServer
+from support.tracking_helpers import new_model, rl_steps
 from toolkit.tracking import RECORD_FILE, Tracked, tracked
 from toolkit.types.training import Model
 

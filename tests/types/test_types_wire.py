@@ -10,10 +10,10 @@ from typing import Any
 
 import pydantic
 import pytest
-from art_payloads import ART_0_5_23_CONFIG
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.art_payloads import ART_0_5_23_CONFIG
 from toolkit.types import (
     Checkpoint,
     ExperimentalTrainingConfig,

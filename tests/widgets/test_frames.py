@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
-from widget_support import group, new_model
 
+from support.widget_support import group, new_model
 from toolkit import frames
 from toolkit.types.chat import ChatCompletion
 from toolkit.types.training import Checkpoint, TrainingJob, TrainingJobEvent

@@ -7,9 +7,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from widget_support import group
-
 import toolkit  # noqa: F401  (installs the reprs)
+from support.widget_support import group
 from toolkit import _theme, frames
 from toolkit._text import visible
 from toolkit.types.chat import ChatCompletion

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-from tracking_helpers import RANDOM_BASE, new_model, rl_steps
 
 import toolkit as tk
 from conftest import LocalServer
+from support.tracking_helpers import RANDOM_BASE, new_model, rl_steps
 from toolkit.lineage import base_node, lineage_frame, node_name
 from toolkit.types.training import Model
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from widget_support import group
 
+from support.widget_support import group
 from toolkit import frames, plots
 from toolkit.types.training import TrainingJobEvent
 

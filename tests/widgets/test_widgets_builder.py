@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from widget_support import click, new_model
 
+from support.widget_support import click, new_model
 from toolkit.types.training import Choice
 from toolkit.widgets import JobLauncher, TrajectoryBuilder
 

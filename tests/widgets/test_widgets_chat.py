@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from widget_support import base_model, group, new_model
-
+from support.widget_support import base_model, group, new_model
 from toolkit import _theme
 from toolkit.plots import probability_color
 from toolkit.types.training import TokenLogprob

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from widget_support import group, new_model
-
+from support.widget_support import group, new_model
 from toolkit import frames
 from toolkit.widgets import ChatCompare, CheckpointExplorer, JobMonitor
 

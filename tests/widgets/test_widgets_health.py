@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from IPython.display import display
-from widget_support import click, group, new_model, recording_client, shell
 
 import toolkit as tk
+from support.widget_support import click, group, new_model, recording_client, shell
 from toolkit.types.training import Model
 from toolkit.widgets import ChatCompare, RunCompare, RunHealth
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from widget_support import click, group, new_model
-
+from support.widget_support import click, group, new_model
 from toolkit.client.sft_data import train_jsonl
 from toolkit.tasks import reverse
 from toolkit.widgets import CheckpointExplorer, JobLauncher, JobMonitor

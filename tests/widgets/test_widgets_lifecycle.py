@@ -16,9 +16,18 @@ from typing import Any
 import ipywidgets as w
 import pytest
 from IPython.display import display
-from widget_support import base_model, click, descendants, group, html_of, new_model, recording_client, shell
 
 import toolkit as tk
+from support.widget_support import (
+    base_model,
+    click,
+    descendants,
+    group,
+    html_of,
+    new_model,
+    recording_client,
+    shell,
+)
 from toolkit import _theme
 from toolkit.client import NotFoundError
 from toolkit.widgets import (

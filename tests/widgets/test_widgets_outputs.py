@@ -8,8 +8,8 @@ from typing import Any
 
 from IPython.display import display
 from tqdm.notebook import tqdm as notebook_tqdm
-from widget_support import base_model, group, new_model, outputs_of, shell
 
+from support.widget_support import base_model, group, new_model, outputs_of, shell
 from toolkit import _progress
 from toolkit._progress import ProgressBar
 from toolkit.widgets import ChatCompare, JobMonitor

@@ -5,9 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from widget_support import click
-
 import toolkit as tk
+from support.widget_support import click
 from toolkit.widgets import TraceBrowser
 from toolkit.widgets.traces import calls_query
 

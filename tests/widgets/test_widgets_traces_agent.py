@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
-from agent_support import Faulty, Lookup, ScriptedChat, call_then_answer, faulty_calls
-from traces_helpers import new_project
-
 from conftest import LocalServer
+from support.agent_support import Faulty, Lookup, ScriptedChat, call_then_answer, faulty_calls
+from support.traces_helpers import new_project
 from toolkit import tracing
 from toolkit.rollouts import Agent
 from toolkit.widgets import TraceBrowser

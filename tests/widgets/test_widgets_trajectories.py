@@ -9,11 +9,11 @@ from typing import Any
 
 import ipywidgets as w
 import pytest
-from agent_support import Lookup, ScriptedChat, call_then_answer
 from IPython.display import display
-from traces_helpers import new_project
-from widget_support import click, descendants, group, new_model, recording_client, shell
 
+from support.agent_support import Lookup, ScriptedChat, call_then_answer
+from support.traces_helpers import new_project
+from support.widget_support import click, descendants, group, new_model, recording_client, shell
 from toolkit import tracing
 from toolkit.rollouts import Agent
 from toolkit.types.training import Trajectory, TrajectoryGroup

@@ -7,9 +7,9 @@ import uuid
 from typing import Any
 
 import httpx
-from chat_helpers import USER, chat, text
 
 from conftest import LocalServer
+from support.chat_helpers import USER, chat, text
 from toolkit.server.engine.model import BUILTIN_NAME
 from toolkit.types.training import Choice
 

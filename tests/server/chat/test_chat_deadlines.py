@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
-from chat_helpers import USER
 
 from conftest import LocalServer
+from support.chat_helpers import USER
 
 LONG = {"messages": USER, "max_tokens": 960, "ignore_eos": True}
 

@@ -1,5 +1,5 @@
 """``toolkit serve --inference-url``: the local server in front of an external vLLM (a fake of its
-API, tests/vllm_fake.py) over loopback HTTP. Names are resolved locally and sent under the external
+API, tests/support/vllm_fake.py) over loopback HTTP. Names are resolved locally and sent under the external
 name, answers come back under the caller's name, streams pass through, usage is recorded,
 ``--lora-modules`` adapters are loaded by name, LoRA checkpoints are loaded after their job (and
 again when the server forgot them), errors keep their status and shape, and a dead URL is a 502
@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.responses import JSONResponse
-from model_folders import write_adapter, write_folder
-from traces_helpers import new_project, traces_http
-from training_helpers import served
-from vllm_fake import KEY, FakeVllm, error, serve_fake_vllm
 
 from conftest import LocalServer
+from support.model_folders import write_adapter, write_folder
+from support.traces_helpers import new_project, traces_http
+from support.training_helpers import served
+from support.vllm_fake import KEY, FakeVllm, error, serve_fake_vllm
 from toolkit.cli import main
 from toolkit.tasks import reverse
 from toolkit.types.training import Model

@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from chat_helpers import USER, chat, next_token_logprobs, text
 from transformers import PreTrainedModel
 
 from conftest import LocalServer
+from support.chat_helpers import USER, chat, next_token_logprobs, text
 from toolkit.server.engine.model import RANDOM_NAME, builtin_spec, load_model
 
 AS_IDS = {"return_token_ids": True, "return_tokens_as_token_ids": True}

@@ -11,9 +11,9 @@ import httpx
 import openai
 import pytest
 import torch
-from chat_helpers import USER, chat, text
 
 from conftest import LocalServer
+from support.chat_helpers import USER, chat, text
 from toolkit.server.engine.model import BUILTIN_NAME, ensure_builtin, load_model, save_weights
 from toolkit.server.store.db import Database
 from toolkit.server.store.migrations import MIGRATIONS

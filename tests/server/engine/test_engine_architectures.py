@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from model_folders import ARCHITECTURES, write_folder
 
+from support.model_folders import ARCHITECTURES, write_folder
 from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.runner import Runner
 

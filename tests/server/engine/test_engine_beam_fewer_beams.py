@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 
-from chat_helpers import USER
-
 from conftest import LocalServer
+from support.chat_helpers import USER
 
 A = ord("a")  # the byte tokenizer: a byte's token id is its value
 BODY = {"messages": USER, "max_tokens": 3, "n": 3, "use_beam_search": True, "allowed_token_ids": [A]}

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from model_folders import write_adapter, write_folder
 
+from support.model_folders import write_adapter, write_folder
 from toolkit.server.engine import engine as engine_module
 from toolkit.server.engine.beam import BeamJob
 from toolkit.server.engine.codec import Codec

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import torch
-from model_folders import peft_model, write_adapter, write_folder
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
+from support.model_folders import peft_model, write_adapter, write_folder
 from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from chat_helpers import chat
 
 from conftest import LocalServer
+from support.chat_helpers import chat
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin

@@ -15,9 +15,9 @@ from typing import Any, cast
 import httpx
 import pytest
 import yaml
-from model_folders import write_adapter, write_folder
 
 from conftest import LocalServer
+from support.model_folders import write_adapter, write_folder
 from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.runner import Runner
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from model_folders import greedy, peft_model, write_adapter, write_folder
 from transformers import PreTrainedModel
 
 from conftest import LocalServer
+from support.model_folders import greedy, peft_model, write_adapter, write_folder
 
 HUB_ID = "tiny-org/qwen3"
 SHA = "0123456789abcdef0123456789abcdef01234567"

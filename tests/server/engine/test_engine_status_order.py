@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from model_folders import write_adapter, write_folder
 
+from support.model_folders import write_adapter, write_folder
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Event, Failed, Finished
 from toolkit.server.engine.model import from_folder

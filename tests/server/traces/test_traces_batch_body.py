@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from traces_helpers import end, new_id, query, start
 
+from support.traces_helpers import end, new_id, query, start
 from toolkit.server.traces.call_rows import end_values, start_row
 from toolkit.server.traces.routes.batch_body import fast_batch
 from toolkit.types.traces import CallBatchStart, CallCreateBatchReq

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
-from traces_helpers import end, start
 
+from support.traces_helpers import end, start
 from toolkit.server.traces.call_rows import COLUMNS, end_values, merge_end, start_row
 from toolkit.server.traces.routes.batch_body import fast_batch
 from toolkit.server.traces.schema import MIGRATIONS

@@ -6,7 +6,8 @@ from datetime import datetime
 
 import httpx
 import pytest
-from traces_helpers import end, ids, jsonl, new_id, new_project, query, start
+
+from support.traces_helpers import end, ids, jsonl, new_id, new_project, query, start
 
 
 def upsert(tr: httpx.Client, items: list[tuple[str, dict]]) -> httpx.Response:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from traces_helpers import jsonl
 
 from conftest import LocalServer
+from support.traces_helpers import jsonl
 
 TOOLS = [
     {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from traces_helpers import jsonl
 
+from support.traces_helpers import jsonl
 from toolkit.server.traces.digests import bytes_digest, table_digest, value_digest
 
 OBJ_DIGEST = "2El9nYJ3CnBykmEJWqmPfvUVTXr0mfgDe2yiUClnhaY"

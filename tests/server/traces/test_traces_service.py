@@ -6,9 +6,9 @@ import base64
 
 import httpx
 import pytest
-from traces_helpers import end, ids, jsonl, new_id, query, start, traces_http
 
 from conftest import LocalServer
+from support.traces_helpers import end, ids, jsonl, new_id, query, start, traces_http
 
 
 def put_calls(tr: httpx.Client, *calls: dict) -> None:

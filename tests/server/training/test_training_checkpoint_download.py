@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 from peft import PeftModel
-from training_helpers import prompt, served
 from transformers import AutoModelForCausalLM
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import prompt, served
 from toolkit.client import NotFoundError
 from toolkit.server.engine.random_models import write_folder
 from toolkit.tasks import reverse

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from training_helpers import job_events, new_model, prompt, scored_answer, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import job_events, new_model, prompt, scored_answer, served
 from toolkit.rollouts import choice_from_completion
 from toolkit.server.training.rollout_metrics import rollout_metrics
 from toolkit.types.training import TrajectoryGroup

@@ -10,9 +10,12 @@ import time
 
 import pytest
 import torch
-from art_payloads import ART_0_5_23_CONFIG, ART_0_5_23_TRAIN_LINES, art_0_5_23_sft_job
 from safetensors.torch import load_file
-from training_helpers import (
+
+import toolkit as tk
+from conftest import LocalServer
+from support.art_payloads import ART_0_5_23_CONFIG, ART_0_5_23_TRAIN_LINES, art_0_5_23_sft_job
+from support.training_helpers import (
     answer_logprob,
     answer_trajectory,
     choice,
@@ -24,9 +27,6 @@ from training_helpers import (
     served,
     wait_job,
 )
-
-import toolkit as tk
-from conftest import LocalServer
 from toolkit.client.jobs import TrainingJobFailed
 
 

@@ -9,9 +9,9 @@ import threading
 import time
 
 import httpx
-from training_helpers import long_sft_job, new_model, wait_for_event, wait_job
 
 from conftest import LocalServer
+from support.training_helpers import long_sft_job, new_model, wait_for_event, wait_job
 from toolkit.server.training.routes.jobs import LINGER
 from toolkit.tasks import reverse
 

@@ -10,7 +10,10 @@ import uuid
 from typing import Any
 
 import pytest
-from training_helpers import (
+
+import toolkit as tk
+from conftest import LocalServer
+from support.training_helpers import (
     BASE,
     job_events,
     new_model,
@@ -20,9 +23,6 @@ from training_helpers import (
     wait_for_event,
     wait_job,
 )
-
-import toolkit as tk
-from conftest import LocalServer
 from toolkit.client.jobs import TrainingJobFailed, TrainingJobHandle
 from toolkit.tasks import reverse
 

@@ -6,9 +6,9 @@ line of ``wait()``."""
 from __future__ import annotations
 
 import pytest
-from training_helpers import job_events, long_sft_job, new_model, wait_for_event, wait_job
 
 from conftest import LocalServer
+from support.training_helpers import job_events, long_sft_job, new_model, wait_for_event, wait_job
 from toolkit.tasks import reverse
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from training_helpers import (
+
+import toolkit as tk
+from conftest import LocalServer
+from support.training_helpers import (
     BASE,
     answer_logprob,
     answer_trajectory,
@@ -17,9 +20,6 @@ from training_helpers import (
     rewarded_group,
     served,
 )
-
-import toolkit as tk
-from conftest import LocalServer
 from toolkit.client.training import op_create_sft_job
 from toolkit.tasks import reverse
 

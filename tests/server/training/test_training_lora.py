@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import BASE, answer_logprob, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import BASE, answer_logprob, rewarded_group, served
 from toolkit.tasks import reverse
 from toolkit.types.training import Model
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file
-from training_helpers import BASE
 
 from conftest import LocalServer
+from support.training_helpers import BASE
 from toolkit.tasks import reverse
 from toolkit.types.training import Model
 

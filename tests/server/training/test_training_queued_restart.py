@@ -3,7 +3,8 @@ running server hands the worker the request it validated; only a restart reads t
 
 from __future__ import annotations
 
-from training_helpers import (
+from conftest import LocalServer
+from support.training_helpers import (
     long_sft_job,
     new_model,
     rewarded_group,
@@ -11,8 +12,6 @@ from training_helpers import (
     wait_for_event,
     wait_job,
 )
-
-from conftest import LocalServer
 
 
 def test_a_queued_rl_job_runs_from_its_stored_request_after_a_kill(fresh_server: LocalServer) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from training_helpers import new_model, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import new_model, rewarded_group, served
 from toolkit.tasks import reverse
 from toolkit.types.records import CheckpointRecord
 from toolkit.types.training import Model

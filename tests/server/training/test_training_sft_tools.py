@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-from training_helpers import new_model
 
 from conftest import LocalServer
+from support.training_helpers import new_model
 from toolkit.client.jobs import TrainingJobFailed
 from toolkit.server.training.data import TrainingDataError, iter_conversations
 

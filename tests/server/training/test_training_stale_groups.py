@@ -8,10 +8,10 @@ import warnings
 from typing import Any
 
 import pytest
-from training_helpers import job_events, new_model, rewarded_group, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import job_events, new_model, rewarded_group, served
 
 
 def sampled_at(group: dict[str, Any], step: int) -> dict[str, Any]:

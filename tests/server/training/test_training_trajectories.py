@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from training_helpers import answer_trajectory, choice, new_model, scored_answer, served
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import answer_trajectory, choice, new_model, scored_answer, served
 from toolkit.server.training.loss import group_advantages
 from toolkit.tasks import reverse
 from toolkit.types.trajectories import StoredTrajectory, prompt_key

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from training_helpers import job_events, new_model
 
 import toolkit as tk
 from conftest import LocalServer
+from support.training_helpers import job_events, new_model
 from toolkit.tasks import reverse
 
 FAILED = {

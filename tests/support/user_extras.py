@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "rl-notebook-toolkit"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -12,7 +12,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from nbclient import NotebookClient
 from traitlets import Unicode
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT = 1800.0  # seconds; notebook 03 runs its whole RL loop in one cell
 
 

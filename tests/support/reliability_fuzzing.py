@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import schemathesis
-from reliability_openapi import fuzz_document
-from reliability_support import error_shape_problem, seed_resources
 from schemathesis import Case, CheckContext, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
+from support.reliability_openapi import fuzz_document
+from support.reliability_support import error_shape_problem, seed_resources
 from toolkit.server.engine.model import BUILTIN_NAMES
 
 OPENAPI = fuzz_document()
