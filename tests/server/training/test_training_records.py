@@ -111,7 +111,7 @@ def test_each_record_names_what_produced_its_checkpoint(
         assert record.versions == versions
         assert (record.device, record.dtype, record.torch_threads) == ("cpu", "float32", threads)
         assert record.cpu_capability == capability and record.base_revision is None  # a built-in base
-        assert record.deterministic and f"{threads} torch threads" in record.deterministic
+        assert record.deterministic and f"{threads} torch threads and {capability}," in record.deterministic
         assert record.metrics == metrics[step] and record.metrics["data/step_num_gradient_steps"] > 0
         assert record.created_at is not None
     assert sft.checkpoint_digest != rl.checkpoint_digest

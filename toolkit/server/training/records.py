@@ -79,12 +79,14 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def deterministic(device: str, threads: int) -> str:
-    """On what a checkpoint trained on ``device`` with ``threads`` torch threads replays bit for bit."""
+def deterministic(device: str, threads: int, capability: str) -> str:
+    """On what a checkpoint trained on ``device`` with ``threads`` torch threads (on a CPU of vector
+    ``capability``) replays bit for bit."""
     if device == "cpu":
         return (
-            f"bit for bit on a CPU server with {threads} torch threads, the same base_digest and"
-            " versions; another thread count or CPU kind may change the weights (docs/training.md)"
+            f"bit for bit on a CPU server with {threads} torch threads and {capability}, the same"
+            " base_digest and versions; another thread count or CPU capability may change the weights"
+            " (docs/training.md)"
         )
     return (
         f"not promised bit for bit on {device}: accelerator kernels may differ from run to run;"
@@ -116,7 +118,7 @@ def record_fields(
         request = stored.get("request") or {}
     seed = (request.get("experimental_config") or {}).get("seed")
     device = str(placement.device) if placement else "cpu"
-    threads = torch.get_num_threads()
+    threads, capability = torch.get_num_threads(), torch.backends.cpu.get_cpu_capability()
     return RecordFields(
         parent_step=parent_step,
         job_id=job.id,
@@ -131,7 +133,7 @@ def record_fields(
         device=device,
         dtype=str(placement.dtype if placement else torch.float32).removeprefix("torch."),
         torch_threads=threads,
-        cpu_capability=torch.backends.cpu.get_cpu_capability(),
-        deterministic=deterministic(device.partition(":")[0], threads),
+        cpu_capability=capability,
+        deterministic=deterministic(device.partition(":")[0], threads, capability),
         metrics=metrics,
     )
