@@ -10,7 +10,7 @@ import math
 from ..types.records import CheckpointRecord, replayable
 
 TRAINED_METRIC = "data/step_num_gradient_steps"
-PACKAGES = ("torch", "transformers", "peft")
+PACKAGES = ("toolkit", "torch", "transformers", "peft")
 
 
 def not_comparable(recorded: CheckpointRecord | None) -> str | None:
