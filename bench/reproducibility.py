@@ -15,8 +15,9 @@ thread count with the CPU's vector instructions capped there (``ATEN_CPU_CAPABIL
   minibatches) on a fresh model, over the groups the first server gathered (so every server trains
   on the same groups).
 It prints the sha256 (first 12 hex) of each checkpoint's weight files, whether the two models of one
-server agree, whether every server agrees with the first, the largest absolute difference of any
-weight from the first server's, and the seconds each job took. The gather runs one request at a
+server agree, whether every other server agrees with the first, the largest absolute difference of
+any weight from the first server's ("-" on the first server: nothing to compare it with), and the
+seconds each job took. The gather runs one request at a
 time (its tokens compared with the first server's) and 32 at once (its tokens compared with the
 one-at-a-time gather of the same server, and the largest difference of their logprobs).
 ``--device cuda`` (or ``cuda:N``): instead of thread counts, four servers on that device, two as
@@ -185,7 +186,8 @@ def report(runs: list[Run]) -> str:
     ]
     for run in runs:
         first = by_name.get(run.reference, runs[0])
-        same = f"{yes(run.tokens == first.tokens)} ({first.name})"
+        alone = first is run  # the first run: nothing to compare it with
+        same = "-" if alone else f"{yes(run.tokens == first.tokens)} ({first.name})"
         lines.append(f"| {run.name} | seeded gather, 1 at a time | - | - | {same} | - | - |")
         same = yes(run.batched_tokens == run.tokens)
         difference = f"{run.logprob_difference:.3g} (logprobs)"
@@ -194,11 +196,11 @@ def report(runs: list[Run]) -> str:
         )
         for job in JOBS:
             digests = run.digests[job]
-            weights = max_difference(run.weights[job][0], first.weights[job][0])
-            same = f"{yes(digests[0] == first.digests[job][0])} ({first.name})"
+            weights = "-" if alone else f"{max_difference(run.weights[job][0], first.weights[job][0]):.3g}"
+            same = "-" if alone else f"{yes(digests[0] == first.digests[job][0])} ({first.name})"
             lines.append(
                 f"| {run.name} | {job} | `{digests[0][:12]}` | {yes(digests[0] == digests[1])} |"
-                f" {same} | {weights:.3g} | {run.seconds[job]:.1f} |"
+                f" {same} | {weights} | {run.seconds[job]:.1f} |"
             )
     lines.append("")
     backend = [line for line in torch.__config__.parallel_info().splitlines() if "backend" in line]

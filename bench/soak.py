@@ -10,7 +10,9 @@
 It reports the chat requests, their p50/p99 latency, the stalls seen (the watchdog's count in
 ``/v1/health`` and requests slower than ``--slow-seconds`` or timed out on the client's side) and
 the server's RSS at the start and the end. ``--kills N`` also ``kill -9``s the server N times at
-random moments (during rollouts, a job, an adapter's first load, trace ingest), restarts it on the
+random moments (during rollouts, a job (held before its commit by the server's test-only
+``TOOLKIT_CHECKPOINT_PAUSE_FILE``, so it is still running), an adapter's first load, trace ingest),
+restarts it on the
 same data folder and port, and checks each time that nothing acknowledged is lost (trace batches,
 logged trajectories, checkpoints of succeeded jobs and their files), that the jobs running at the kill
 failed with their ``training_failed`` event, and that both databases pass ``PRAGMA integrity_check``;
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
 import signal
 import socket
@@ -86,6 +89,7 @@ class Server:
     def __init__(self, data_dir: Path, port: int, args: list[str]) -> None:
         self.data_dir, self.port, self.args = data_dir, port, args
         self.url = f"http://127.0.0.1:{port}"
+        self.hold = data_dir / "hold-checkpoint"  # while it exists, a job waits before its commit
         self.proc: subprocess.Popen[bytes] | None = None
         self.key = ""
 
@@ -94,7 +98,10 @@ class Server:
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 (lives as long as the server)
         cmd = [sys.executable, "-m", "toolkit", "serve", "--port", str(self.port)]
         cmd += ["--data-dir", str(self.data_dir), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        env = {**os.environ, "TOOLKIT_CHECKPOINT_PAUSE_FILE": str(self.hold)}  # see Soak.killer
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -456,6 +463,8 @@ class Soak:
                 return
             time.sleep(self.rng.uniform(0.2, 1.0) * min(share, self.args.kill_every))
             what, moment = moments[i % len(moments)]
+            if what == "job":  # held before its commit, a job seen running is still running at the kill
+                self.server.hold.touch()
             if not moment.wait(120):
                 what = "rollouts (waited 120 s for the moment)"
             self.kill_and_check(i + 1, what)
@@ -468,6 +477,7 @@ class Soak:
         self.rounds_after_kill = 0
         self.answered_at_kill = len(self.stats.latencies)
         self.server.kill()
+        self.server.hold.unlink(missing_ok=True)
         problems = [
             f"{db}: {r}"
             for db in ("toolkit.db", "traces.db")

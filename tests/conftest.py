@@ -143,7 +143,7 @@ def random_http(random_server: LocalServer) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def fresh_server(tmp_path: Path) -> Iterator[LocalServer]:
-    """A server of its own, for tests that restart or kill it."""
+    """A server of its own, for tests that restart or kill it, or need its job queue to themselves."""
     srv = LocalServer(tmp_path / "data")
     srv.data_dir.mkdir()
     srv.start()

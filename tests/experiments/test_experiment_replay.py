@@ -1,6 +1,8 @@
 """``tk.experiment`` over the real server: an SFT job then an RL job under an experiment, exported to
 one file that round-trips; ``tk.replay`` of that file on a fresh local server reproduces every
-checkpoint digest, and a record with one job's learning rate changed diverges at that job's step."""
+checkpoint digest; a record with its first job's learning rate changed diverges at that job and
+every job after it; a record that cannot be compared, SFT data named ``:latest`` and a job made
+outside the experiment are each said for what they are."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 import toolkit as tk
 from conftest import LocalServer
-from support.training_helpers import BASE, long_sft_job, new_model, rewarded_group, served
+from support.training_helpers import BASE, long_sft_job, new_model, rewarded_group, served, wait_job
 from toolkit import seeding
 from toolkit.experiments.replay import NO_RECIPE
 from toolkit.tasks import reverse
@@ -106,21 +108,41 @@ def test_replay_on_a_fresh_local_server_reproduces_every_digest(exported: dict[s
         (2, exported["jobs"][1], True),
     ]
     assert [r.recorded_digest for r in report.rows] == [r.replayed_digest for r in report.rows] == recorded
-    assert all(recorded)
+    assert all(recorded) and recorded[0] != recorded[1]  # the RL job changed the weights
+    assert all(r.metrics["data/step_num_gradient_steps"] > 0 for r in exported["records"][1:])
     html = report._repr_html_()
     assert html.count("<tr>") == 3 and html.count("✓") == 2 and recorded[0][:16] in html
 
 
-def test_a_changed_learning_rate_diverges_at_that_step(server: LocalServer, exported: dict[str, Any]) -> None:
+def test_a_changed_first_job_diverges_there_and_every_job_after_it(
+    server: LocalServer, exported: dict[str, Any]
+) -> None:
     record = tk.load_experiment(exported["path"])
-    record.jobs[1].request["experimental_config"]["learning_rate"] = 5e-3
+    record.jobs[0].request["config"]["learning_rate"] = 5e-3
     with server.client() as client:
         report = tk.replay(record, client)
     first = report.first_divergence
     assert not report.ok and first is not None
-    assert (first.step, first.job_id) == (2, exported["jobs"][1])
+    assert (first.step, first.job_id) == (1, exported["jobs"][0])
     assert first.what.startswith("checkpoint_digest: recorded ")
-    assert [r.match for r in report.rows] == [True, False]
+    assert [(r.job_id, r.match) for r in report.rows] == [(j, False) for j in exported["jobs"]]
+    assert report.rows[1].what and report.rows[1].what.startswith("checkpoint_digest: recorded ")
+
+
+def test_a_record_without_a_checkpoint_digest_is_not_comparable_never_a_match(
+    server: LocalServer, exported: dict[str, Any]
+) -> None:
+    """A record that lost its digest (one from before records, or an edited export) while its job
+    trained: the row says so and the report is not ok, though every row it can compare matches."""
+    record = tk.load_experiment(exported["path"])
+    record.models[0].records[1].checkpoint_digest = None
+    with server.client() as client:
+        report = tk.replay(record, client)
+    sft, rl = report.rows
+    assert (sft.comparable, sft.match, rl.comparable, rl.match) == (False, False, True, True)
+    assert sft.what == "the record has no checkpoint_digest, though its job took 2 gradient steps"
+    assert not report.ok and report.first_divergence is None
+    assert "1 not comparable" in repr(report) and "not comparable: the record" in report._repr_html_()
 
 
 def test_resample_says_why_the_rollouts_are_not_sampled_again(
@@ -194,12 +216,91 @@ def test_a_first_job_past_step_0_is_named_in_the_notes(server: LocalServer, expo
     record.jobs = record.jobs[1:]  # the RL job alone: it started from step 1, made by the SFT job
     with server.client() as client:
         report = tk.replay(record, client)
-    model = exported["model"].id
+    model, (sft, rl) = exported["model"].id, exported["jobs"]
     assert (
-        f"model {model}: its first job of the experiment started from step 1, trained outside it;"
-        in " ".join(report.notes)
+        f"model {model}: job {rl} trained from step 1, made by job {sft} outside the experiment (before its"
+        " first job of the experiment); the replay trains it from step 0 instead"
+    ) in report.notes
+    first = report.first_divergence
+    assert first is not None and first.step == 2
+    assert first.what.endswith(f"; after step 1, made by job {sft} outside the experiment")
+
+
+def test_a_job_made_outside_between_two_linked_jobs_is_named_as_the_cause(server: LocalServer) -> None:
+    """Jobs 1 and 3 of one model under the experiment, job 2 between them outside it: the replay of
+    job 1 matches; job 3, replayed from the replay's step 1, diverges, and job 2 is named as why."""
+    data = [reverse.conversation(w) for w in WORDS[:4]]
+    config = {"batch_size": 4, "learning_rate": 1e-3}
+    with server.client() as client:
+        model = new_model(client, "between")
+        exp = tk.experiment("between", seed=5).start()
+        first = client.sft_training_jobs.create_from_data(model_id=model.id, data=data, config=config)
+        first.wait(progress=False)
+        exp.stop()
+        outside = client.sft_training_jobs.create_from_data(model_id=model.id, data=data, config=config)
+        outside.wait(progress=False)
+        exp.start()
+        third = client.sft_training_jobs.create_from_data(model_id=model.id, data=data, config=config)
+        third.wait(progress=False)
+        exp.stop()
+        report = tk.replay(exp.record(), client)
+    assert [(r.job_id, r.step, r.match) for r in report.rows] == [(first.id, 1, True), (third.id, 3, False)]
+    assert (
+        f"model {model.id}: job {third.id} trained from step 2, made by job {outside.id} outside the"
+        f" experiment (after job {first.id}); the replay trains it from step 1 instead"
+    ) in report.notes
+    what = report.rows[1].what or ""
+    assert what.startswith("checkpoint_digest: recorded ")
+    assert what.endswith(f"; after step 2, made by job {outside.id} outside the experiment")
+
+
+def test_sft_data_named_latest_is_exported_as_the_upload_it_trained_on(
+    server: LocalServer, tmp_path: Path
+) -> None:
+    """Two uploads of one name; the job named ``:latest`` when only the first existed: the export
+    holds the first (the file the server trained on, by the record's data digest), not the last."""
+    first, second = (
+        "".join(json.dumps({"messages": reverse.conversation(w)}) + "\n" for w in words)
+        for words in (WORDS[:4], WORDS[4:])
     )
-    assert report.first_divergence is not None and report.first_divergence.step == 2
+    with server.client() as client, tk.experiment("latest", seed=6) as exp:
+        model = new_model(client, "latest")
+        upload = client.artifacts.upload(project=model.project, name="data", files={"train.jsonl": first})
+        latest = upload.url.rsplit(":", 1)[0] + ":latest"
+        job = client.sft_training_jobs.create(
+            model_id=model.id, training_data_url=latest, config={"batch_size": 4, "learning_rate": 1e-3}
+        )
+        job.wait(progress=False)
+        client.artifacts.upload(project=model.project, name="data", files={"train.jsonl": second})
+        path = exp.export(tmp_path / "latest.json")
+        report = tk.replay(path, client)
+        recorded = client.models.checkpoints.record(model.id, 1)
+    (exported,) = tk.load_experiment(path).jobs
+    assert exported.data.files == {"train.jsonl": first}
+    assert exported.data.digest == recorded.data_digest == sha256_hex(first.encode())
+    assert report.ok, report
+
+
+def test_sft_data_not_among_the_uploads_is_named_by_digest_with_a_note(server: LocalServer) -> None:
+    """Data uploaded before the experiment: nothing of the experiment's is exported in its place."""
+    with server.client() as client:
+        model = new_model(client, "outside-data")
+        train = "".join(json.dumps({"messages": reverse.conversation(w)}) + "\n" for w in WORDS[:4])
+        upload = client.artifacts.upload(project=model.project, files={"train.jsonl": train})
+        with tk.experiment("outside-data", seed=6) as exp:
+            client.artifacts.upload(project=model.project, files={"train.jsonl": train + train})
+            job = client.sft_training_jobs.create(
+                model_id=model.id, training_data_url=upload.url, config={"batch_size": 4}
+            )
+            job.wait(progress=False)
+        record = exp.record()
+    (exported,) = record.jobs
+    assert (exported.data.embedded, exported.data.files) == (False, None)
+    assert exported.data.digest == sha256_hex(train.encode())
+    assert (
+        f"job {job.id}: no upload of the experiment has the data it trained on (digest"
+        f" {exported.data.digest[:16]}…); the file names it by digest only"
+    ) in record.notes
 
 
 def test_exporting_while_a_job_runs_is_refused(server: LocalServer, tmp_path: Path) -> None:
@@ -212,4 +313,5 @@ def test_exporting_while_a_job_runs_is_refused(server: LocalServer, tmp_path: Pa
                 exp.export(tmp_path / "run.json")
         finally:
             client.training_jobs.cancel(job.id)
+            assert wait_job(client, job.id).status == "cancelled"  # it leaves the shared queue now
     assert not (tmp_path / "run.json").exists()

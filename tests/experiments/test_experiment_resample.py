@@ -11,7 +11,7 @@ import pytest
 
 import toolkit as tk
 from conftest import LocalServer
-from support.training_helpers import new_model, served
+from support.training_helpers import BASE, new_model, served
 from toolkit.tasks import reverse
 
 WORDS = ("cat", "dog", "sun", "map")
@@ -94,3 +94,25 @@ def test_altered_samples_diverge_at_the_step_they_came_from(
     assert first is not None and (first.step, first.job_id) == (1, exported["jobs"][0])
     assert first.what.startswith("sample 6 of 16 sampled other tokens (token_ids: recorded ")
     assert [r.match for r in report.rows] == [True, False, True]  # the jobs train on the recorded groups
+
+
+def test_a_sample_of_a_checkpoint_outside_the_experiment_is_not_re_derivable(server: LocalServer) -> None:
+    """A seeded sample from a model trained before the experiment is never sent again under its name
+    (that would sample the original weights twice and call it a match); one from a base model is."""
+    with server.client() as client:
+        earlier = new_model(client, "earlier")
+        data = [reverse.conversation(w) for w in WORDS]
+        client.sft_training_jobs.create_from_data(
+            model_id=earlier.id, data=data, config={"batch_size": 4}
+        ).wait(progress=False)
+        with tk.experiment("outside", seed=5) as exp:
+            for model in (served(earlier, 1), BASE):
+                client.chat.completions.create(
+                    model=model, messages=reverse.prompt("cat"), max_tokens=4, return_token_ids=True, seed=1
+                )
+        report = tk.replay(exp.record(), client, resample=True)
+    assert [(r.job_id, r.kind, r.match) for r in report.rows] == [("base model", "samples", True)]
+    assert (
+        f"1 samples came from {served(earlier, 1)}, neither a model of the experiment nor a base model:"
+        " not re-derivable, not sent again"
+    ) in report.notes

@@ -1,5 +1,6 @@
 """What ``tk.experiment`` records of where it runs: a script's path, its git commit and whether the
-tree is dirty (None outside a repository), the notebook Jupyter names, and the default seed."""
+tree is dirty (a changed tracked file or an untracked one; None outside a repository), the notebook
+Jupyter names, and the default seed."""
 
 from __future__ import annotations
 
@@ -37,16 +38,22 @@ def git(folder: Path, *args: str) -> str:
 
 def test_a_script_in_a_repository_records_its_commit_and_dirty_flag(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("ignored.txt\n")
     (tmp_path / "notes.txt").write_text("a\n")
-    git(tmp_path, "add", "notes.txt")
+    (tmp_path / "run.py").write_text(SCRIPT)
+    git(tmp_path, "add", ".gitignore", "notes.txt", "run.py")
     git(tmp_path, "commit", "-q", "-m", "first")
     commit = git(tmp_path, "rev-parse", "HEAD")
-    clean = run_script(tmp_path)  # run.py itself is untracked: not dirty
+    (tmp_path / "ignored.txt").write_text("ignored files are not the run's source\n")
+    clean = run_script(tmp_path)
     (tmp_path / "notes.txt").write_text("b\n")
-    dirty = run_script(tmp_path)
+    changed = run_script(tmp_path)
+    git(tmp_path, "checkout", "-q", "notes.txt")
+    (tmp_path / "study.py").write_text("# not committed yet\n")
+    untracked = run_script(tmp_path)
     path = str((tmp_path / "run.py").resolve())
     assert clean == {"path": path, "kind": "script", "git_commit": commit, "git_dirty": False}
-    assert dirty == {**clean, "git_dirty": True}
+    assert changed == untracked == {**clean, "git_dirty": True}
 
 
 def test_outside_a_repository_the_git_state_is_none(tmp_path: Path) -> None:

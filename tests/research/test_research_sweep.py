@@ -5,10 +5,7 @@ tiny RL recipe (3 seeds, 2 RL steps each) over HTTP against the real local serve
 from __future__ import annotations
 
 import math
-import sys
-import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -17,9 +14,11 @@ import pytest
 
 import toolkit as tk
 from conftest import LocalServer
-from support.tracking_helpers import new_model, rl_steps
+from support.tracking_helpers import RANDOM_BASE, new_model, rl_steps
 from toolkit._stats import mean_interval, t_quantile
 from toolkit.research.sweep import long_frame, mean_ci_table
+from toolkit.rollouts import gather
+from toolkit.tasks import reverse
 
 T95 = {1: 12.7062, 2: 4.302653, 3: 3.1824, 4: 2.7764, 9: 2.2622, 30: 2.0423}  # Student t tables
 
@@ -92,21 +91,21 @@ def test_sweep_runs_each_seed_and_summarises_the_final_step() -> None:
         tk.research.sweep(recipe, seeds=[])
 
 
-def test_sweep_sets_the_default_seed_where_the_seeding_module_exists(monkeypatch: pytest.MonkeyPatch) -> None:
-    current: list[int | None] = [None]
+def test_a_recipes_unseeded_gather_takes_the_sweeps_seed(server: LocalServer) -> None:
+    """Each seed is the default seed while its recipe runs: a ``gather`` given no seed samples the
+    same tokens for the same seed and other tokens for another seed."""
+    rollout = reverse.rollout(server.client(), RANDOM_BASE)  # random-init: spread-out samples
+    sampled: list[list[list[int]]] = []
 
-    @contextmanager
-    def use_default_seed(seed: int) -> Iterator[None]:
-        current[0] = seed
-        yield
-        current[0] = None
+    def recipe(seed: int) -> pd.DataFrame:
+        groups = gather(["cat", "dog"], rollout, group_size=2, progress=False)
+        sampled.append([list(c.token_ids or []) for g in groups for t in g.trajectories for c in t.choices()])
+        return pd.DataFrame({"step": [1], "reward": [float(seed)]})
 
-    fake = types.ModuleType("toolkit.seeding")
-    fake.use_default_seed = use_default_seed  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolkit.seeding", fake)
-    during: list[int | None] = []
-    tk.research.sweep(lambda seed: during.append(current[0]) or shifted(0)(seed), seeds=[7, 9])
-    assert during == [7, 9] and current[0] is None
+    tk.research.sweep(recipe, seeds=[4, 4, 5])
+    first, again, other = sampled
+    assert len(first) == 4 and all(first)
+    assert first == again != other
 
 
 def bands(fig: go.Figure) -> list[go.Scatter]:

@@ -52,7 +52,7 @@ def test_evaluate_repeats_under_a_seed(server: LocalServer) -> None:
 
 
 def test_scenarios_follow_the_given_or_the_default_seed() -> None:
-    assert lookup.scenarios(5, seed=2) == lookup.scenarios(5, 2)
+    assert lookup.scenarios(5, seed=2) == lookup.scenarios(5, seed=2) != lookup.scenarios(5, seed=3)
     assert reverse.sample_words(5, seed=2) != reverse.sample_words(5, seed=3)
     with seeding.use_default_seed(1):
         first = (lookup.scenarios(5), reverse.sample_words(5))

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.training_helpers import long_sft_job, new_model, wait_for_event
+from support.training_helpers import long_sft_job, new_model, wait_for_event, wait_job
 
 BUILTIN_NAME = "toolkit/tiny-chat-1m"  # the served base models (toolkit.server.engine.model)
 RANDOM_NAME = "toolkit/tiny-random-1m"
@@ -83,6 +83,7 @@ def test_system_check_counts_a_training_worker_as_alive(server: Any, http: httpx
             assert client.training_jobs.retrieve(job.id).status == "running"
         finally:
             client.training_jobs.cancel(job.id)
+            assert wait_job(client, job.id).status == "cancelled"  # off the shared queue before the next test
 
 
 def test_served_models_list(http: httpx.Client) -> None:

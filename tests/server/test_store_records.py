@@ -37,7 +37,8 @@ def test_migration_7_records_earlier_job_checkpoints_with_what_is_known(tmp_path
         )
     db.close()
     db = Database(path, MIGRATIONS)
-    records = CheckpointRecords(db, Models(db)).all(user, model.id, lambda base: f"digest of {base}")
+    facts = {"base_digest": "digest of b"}
+    records = CheckpointRecords(db, Models(db)).all(user, model.id, lambda base: facts if base == "b" else {})
     db.close()
     got = [
         r.model_dump(exclude={"created_at", "model_id", "base_model"}, exclude_defaults=True) for r in records

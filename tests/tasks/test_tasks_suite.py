@@ -12,6 +12,7 @@ import pytest
 
 from conftest import LocalServer
 from support.agent_support import Reply, ScriptedChat
+from support.seeded_requests import seeded_requests
 from support.training_helpers import new_model, served
 from toolkit.client.sft_data import train_jsonl
 from toolkit.server.training.data import iter_conversations
@@ -164,6 +165,14 @@ def test_each_task_trains_and_runs_against_the_server(server: LocalServer, task:
         tools = task.demonstration(task.scenarios(1, seed=0)[0])["tools"]
         assert [t.model_dump(mode="json", exclude_none=True) for t in made[0].tools or []] == tools
         assert all(c.token_ids and c.logprobs is not None for t in made for c in t.choices())
-        assert 0.0 <= task.success(client, served(model, step), 4, seed=1) <= 1.0
+        # held-out success: the mean reward of the held-out episodes its seed draws and samples
+        name = served(model, step)
+        success, sent = seeded_requests(lambda: task.success(client, name, 4, seed=1))
+        held_out = task.scenarios(4, 1, split="eval")
+        episodes, gathered = seeded_requests(
+            lambda: task.agent(client, name).gather(held_out, progress=False, seed=1)
+        )
+        rewards = [t.reward for g in episodes for t in g.trajectories]
+        assert sent == gathered and len(rewards) == 4 and success == sum(rewards) / 4
     finally:
         client.close()

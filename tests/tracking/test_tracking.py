@@ -86,7 +86,8 @@ def read_offline_run(path: Path) -> tuple[dict[str, Any], dict[int, dict[str, fl
     file holds the run's ``exit`` record (wandb-core may still be writing after ``run.finish()``)."""
     deadline = time.monotonic() + 60
     records = list(wandb_records(path))
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+    while not any(r.WhichOneof("record_type") == "exit" for r in records):
+        assert time.monotonic() < deadline, f"{path}: no exit record after 60 s (the run is not whole)"
         time.sleep(0.2)
         records = list(wandb_records(path))
     config: dict[str, Any] = {}

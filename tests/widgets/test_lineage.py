@@ -1,6 +1,8 @@
 """The checkpoint lineage: ``toolkit.lineage.lineage_frame``, ``tk.plots.lineage`` and the lineage view of
 ``CheckpointExplorer``, over HTTP against the real local server: two runs branching at their shared
-base, a parent step deleted; and the layout of a fork inside one model (a job from an earlier step)."""
+base, read from the records, and where a deployment has none from the jobs, and where it lists no
+jobs either from the steps; a parent step deleted; and the layout of a fork inside one model (a job
+from an earlier step)."""
 
 from __future__ import annotations
 
@@ -37,11 +39,20 @@ def parents(tree: pd.DataFrame) -> dict[str, str | None]:
     return dict(zip(tree["node"], tree["parent"], strict=True))
 
 
-def expected_source(client: tk.Client) -> str:
-    return "records" if hasattr(client.models, "records") else "jobs"  # CONTRACT §3, where present
+def unsupported(*_: object, **__: object) -> None:
+    raise tk.UnsupportedOperation("this deployment has no such extension")
 
 
-def test_two_runs_branch_at_their_shared_base(runs: Runs) -> None:
+@pytest.mark.parametrize("source", ["records", "jobs", "checkpoints"])
+def test_two_runs_branch_at_their_shared_base(
+    runs: Runs, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parents from the records; from the jobs where the deployment keeps no records (as the hosted
+    API); from the steps where it lists no jobs either."""
+    if source != "records":
+        monkeypatch.setattr(runs.client.models, "records", unsupported)
+    if source == "checkpoints":
+        monkeypatch.setattr(runs.client.training_jobs, "list", unsupported)
     a, b = runs.first.id, runs.second.id
     tree = lineage_frame(runs.client, [a, b])
     base = base_node(RANDOM_BASE)
@@ -53,13 +64,19 @@ def test_two_runs_branch_at_their_shared_base(runs: Runs) -> None:
         node_name(b, 0): base,
         node_name(b, 1): node_name(b, 0),
     }
-    trained = tree[tree["job_id"].notna()]
-    assert len(trained) == 3 and set(trained["source"]) == {expected_source(runs.client)}
-    jobs = {j.result_step: j.id for j in runs.client.training_jobs.list(model_id=a)}
+    checkpoints = tree[(tree["kind"] == "checkpoint") & (tree["step"] > 0)]
+    assert list(checkpoints["source"]) == [source] * 3  # step 0 has no job: from the steps, but in records
     row = tree.set_index("node").loc[node_name(a, 2)]
-    assert row["job_id"] == jobs[2] and row["job_kind"] == "rl" and row["label"] == f"{runs.first.name}:step2"
+    assert row["label"] == f"{runs.first.name}:step2" and row["trained"] is True
+    assert "train/reward" in row["metrics"]
+    monkeypatch.undo()
+    jobs = {j.result_step: j.id for j in runs.client.training_jobs.list(model_id=a)}
+    if source == "checkpoints":
+        assert checkpoints["job_id"].isna().all() and row["config"] == {}
+        return
+    assert row["job_id"] == jobs[2] and row["job_kind"] == "rl"
     assert any(k.endswith("learning_rate") and v == pytest.approx(1e-3) for k, v in row["config"].items())
-    assert "train/reward" in row["metrics"] and row["trained"] is True
+    assert pd.notna(row["digest"]) == (source == "records")
 
 
 def test_the_figure_has_a_node_per_checkpoint_an_edge_per_parent_and_the_job_in_hover(

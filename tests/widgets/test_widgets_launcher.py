@@ -128,10 +128,11 @@ def test_monitor_shows_failure_and_several_run_at_once(server: Any) -> None:
     assert failed.events["type"].iloc[-1] == "training_failed"
 
 
-def test_monitor_cancels_a_running_and_a_queued_job(server: Any) -> None:
+def test_monitor_cancels_a_running_and_a_queued_job(fresh_server: Any) -> None:
     """Jobs of one model run in order: the second waits queued behind the first, which is long (one
-    gradient step per conversation), so both cancels land before either job can end."""
-    client = server.client()
+    gradient step per conversation), so both cancels land before either job can end. A server of its
+    own: on the shared one, a job of another test could be ahead in the queue."""
+    client = fresh_server.client()
     model = new_model(client)
     data = [reverse.conversation(w) for w in reverse.sample_words(2000, seed=3)]
     config = {"batch_size": 1, "learning_rate": 1e-6}

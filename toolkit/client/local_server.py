@@ -96,12 +96,18 @@ def running(folder: Path) -> ServerInfo | None:
 
 
 def local_server(
-    folder: Path, *, start: bool = True, timeout: float = START_TIMEOUT, base_models: Sequence[str] = ()
+    folder: Path,
+    *,
+    start: bool = True,
+    timeout: float = START_TIMEOUT,
+    base_models: Sequence[str] = (),
+    device: str | None = None,
 ) -> tuple[str, str | None]:
     """URL and key of the local server of ``folder``, starting one in the background if none runs.
 
     ``base_models`` are ``toolkit serve --base-model`` values (``SOURCE[=NAME[,NAME...]]``) a server
-    started here serves; a server found running must already serve each under its names.
+    started here serves; a server found running must already serve each under its names. ``device``:
+    the ``--device`` of a server started here (default: auto).
     """
     folder.mkdir(parents=True, exist_ok=True)
     with FileLock(folder / ".start.lock"):
@@ -110,7 +116,7 @@ def local_server(
             url = info.url
             _check_base_models(folder, url, base_models)
         elif start:
-            url = _start(folder, timeout, base_models)
+            url = _start(folder, timeout, base_models, device)
         else:
             raise ConnectionError(f"no toolkit server is running for {folder}")
     return url, local_key(folder)
@@ -148,11 +154,13 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def _start(folder: Path, timeout: float, base_models: Sequence[str] = ()) -> str:
+def _start(folder: Path, timeout: float, base_models: Sequence[str] = (), device: str | None = None) -> str:
     log_path = folder / "server.log"
     command = [sys.executable, "-m", "toolkit", "serve", "--port", "0", "--data-dir", str(folder)]
     for value in base_models:
         command += ["--base-model", value]
+    if device is not None:
+        command += ["--device", device]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             command,

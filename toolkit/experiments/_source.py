@@ -35,7 +35,8 @@ def _git(folder: Path, *args: str) -> str | None:
 
 def source() -> Source:
     """The running notebook (else script, else an interactive session) and its git state; the commit
-    and dirty flag are None outside a repository (dirty: tracked files differ from the commit)."""
+    and dirty flag are None outside a repository (dirty: a tracked file differs from the commit, or
+    a file git does not ignore is untracked, as a notebook not yet committed is)."""
     path: str | None = _notebook()
     kind = "notebook" if path else "interactive"
     script = sys.argv[0] if sys.argv and sys.argv[0] else ""
@@ -43,7 +44,7 @@ def source() -> Source:
         path, kind = str(Path(script).resolve()), "script"
     folder = Path(path).expanduser().resolve().parent if path else Path.cwd()
     commit = _git(folder, "rev-parse", "HEAD")
-    status = _git(folder, "status", "--porcelain", "--untracked-files=no") if commit else None
+    status = _git(folder, "status", "--porcelain", "--untracked-files=normal") if commit else None
     return Source(
         path=path,
         kind=kind,

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import tracking
-from ..client import AsyncClient, Client, UnsupportedOperation, _links
+from ..client import AsyncClient, Client, NotFoundError, UnsupportedOperation, _links
 from ..client._transport import Config
 from ..seeding import use_default_seed
 from ..types.chat import ChatCompletion
@@ -34,6 +36,7 @@ from ._source import packages, source
 
 EMBED_LIMIT = 256 << 20  # bytes of one job's data embedded in an export; larger: by digest only
 DATA_FILES = ("train.jsonl", "trajectories.jsonl")  # the file an SFT job's data_digest is of
+ARTIFACT_PREFIX = "wandb-artifact:///"
 
 
 def deployment_of(config: Config) -> DeploymentInfo:
@@ -194,10 +197,23 @@ class Experiment:
     def export(self, path: str | Path, *, embed_limit: int = EMBED_LIMIT) -> Path:
         """Write the experiment into one self-contained JSON file: what ran, each model's checkpoint
         records, each job's request with its data (RL groups, SFT files) embedded, or named by digest
-        when larger than ``embed_limit`` bytes (said in ``notes``)."""
+        when larger than ``embed_limit`` bytes (said in ``notes``). The file is written whole or not
+        at all (a temporary file beside it, renamed over it)."""
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.record(embed_limit=embed_limit).model_dump_json(indent=1))
+        text = self.record(embed_limit=embed_limit).model_dump_json(indent=1)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=out.parent, prefix=f".{out.name}.", suffix=".tmp", delete=False, encoding="utf-8"
+        ) as tmp:
+            try:
+                tmp.write(text)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+            except BaseException:
+                tmp.close()
+                os.unlink(tmp.name)
+                raise
+        os.replace(tmp.name, out)
         return out
 
     def _job(self, job: _Job, client: Client, limit: int, notes: list[str]) -> ExperimentJob:
@@ -205,19 +221,20 @@ class Experiment:
         if state.status in ("queued", "running"):
             raise RuntimeError(f"job {job.job_id} is still {state.status}: wait for it before exporting")
         request = {k: v for k, v in job.body.items() if k != "trajectory_groups"}
+        model_id = str(job.body.get("model_id"))
         if job.kind == "rl":
             groups = job.body.get("trajectory_groups") or []
             size = len(canonical_json(groups))
             data = JobData(digest=groups_digest(groups), size=size, embedded=size <= limit)
             data.groups = groups if data.embedded else None
         else:
-            data = self._sft_data(str(job.body.get("training_data_url")), limit)
-        if not data.embedded:
-            why = "too big" if data.digest else "uploaded outside the experiment"
-            notes.append(f"job {job.job_id}: its data is not embedded ({why}); the file names it by digest")
+            digest = _trained_on(client, model_id, state.result_step)
+            data = self._sft_data(job.job_id, str(job.body.get("training_data_url")), digest, limit, notes)
+        if not data.embedded and data.size > limit:
+            notes.append(f"job {job.job_id}: its data is not embedded (too big); the file names it by digest")
         return ExperimentJob(
             job_id=job.job_id,
-            model_id=str(job.body.get("model_id")),
+            model_id=model_id,
             kind=job.kind,
             request=request,
             data=data,
@@ -225,24 +242,35 @@ class Experiment:
             result_step=state.result_step,
         )
 
-    def _sft_data(self, url: str, limit: int) -> JobData:
-        """The files uploaded under ``url`` (or, for ``:latest`` / no version, the last upload of that
-        name)."""
-        files = self._links.artifacts.get(url)
+    def _sft_data(self, job_id: str, url: str, digest: str | None, limit: int, notes: list[str]) -> JobData:
+        """The files the job trained on: among the uploads of the experiment under ``url`` (any
+        version of its name where it names none, or ``:latest``), the one whose data file has the
+        record's ``digest``; where no record says, the upload of that exact URL. None found: only the
+        digest, and a note saying why."""
+        stem, _, version = url.removeprefix(ARTIFACT_PREFIX).partition(":")
+        fixed = version.startswith("v")
+        uploads = [
+            files
+            for u, files in self._links.artifacts.items()
+            if u == url or (not fixed and u.removeprefix(ARTIFACT_PREFIX).partition(":")[0] == stem)
+        ]
+        if digest is not None:
+            files = next((f for f in uploads if sha256_hex(_data_file(f)) == digest), None)
+            why = f"no upload of the experiment has the data it trained on (digest {digest[:16]}…)"
+        else:
+            files = self._links.artifacts.get(url)
+            why = "its data was uploaded outside the experiment, or no record says which upload it was"
         if files is None:
-            stem = url.rsplit(":", 1)[0] if url.endswith(":latest") else url
-            same = [f for u, f in self._links.artifacts.items() if u.rsplit(":", 1)[0] == stem]
-            files = same[-1] if same else None
-        if files is None:
-            return JobData()
-        data_file = next((files[name] for name in DATA_FILES if name in files), b"")
+            notes.append(f"job {job_id}: {why}; the file names it by digest only")
+            return JobData(digest=digest)
         size = sum(len(content) for content in files.values())
-        data = JobData(digest=sha256_hex(data_file), size=size, embedded=size <= limit)
+        data = JobData(digest=sha256_hex(_data_file(files)), size=size, embedded=size <= limit)
         if data.embedded:
             try:
                 data.files = {name: content.decode() for name, content in files.items()}
             except UnicodeDecodeError:
                 data.embedded = False
+                notes.append(f"job {job_id}: its files are not UTF-8 text; the file names them by digest")
         return data
 
     @staticmethod
@@ -259,6 +287,21 @@ class Experiment:
             f"Experiment({self.name!r}, seed={self.seed}, models={len(self._links.models)},"
             f" jobs={len(self._links.jobs)})"
         )
+
+
+def _data_file(files: dict[str, bytes]) -> bytes:
+    """The file of an SFT upload its job's ``data_digest`` is of."""
+    return next((files[name] for name in DATA_FILES if name in files), b"")
+
+
+def _trained_on(client: Client, model_id: str, step: int | None) -> str | None:
+    """The ``data_digest`` of the record of the checkpoint a job wrote (None: no such record)."""
+    if step is None:
+        return None
+    try:
+        return client.models.checkpoints.record(model_id, step).data_digest
+    except (UnsupportedOperation, NotFoundError):
+        return None
 
 
 def _earlier_model(

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import html
-import math
 import os
 import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..client import Client, TrainingJobFailed, TrainingJobWarning, UnsupportedOperation
 from ..client.local_server import local_server, stop
 from ..types.experiments import ExperimentJob, ExperimentRecord
-from ..types.records import WALL_CLOCK_PREFIXES, CheckpointRecord, replayable
+from ..types.records import WALL_CLOCK_PREFIXES, CheckpointRecord
 from ..types.training import Model
+from ._compare import difference, environment, not_comparable
 from .experiment import load_experiment
 from .resample import Resampler
 
@@ -43,46 +44,56 @@ class Divergence:
 
 @dataclass(frozen=True)
 class ReplayRow:
+    """One replayed job (or checkpoint sampled again). ``comparable`` false: the record holds nothing
+    to compare the replay with (``what`` says why); such a row is never a match."""
+
     step: int | None
     job_id: str
     kind: str
     recorded_digest: str | None
     replayed_digest: str | None
     match: bool
-    what: str | None = None  # what differed, when it did
+    what: str | None = None  # what differed, or why it cannot be compared
+    comparable: bool = True
 
 
 @dataclass
 class ReplayReport:
     """One row per replayed job (and, with ``resample``, per checkpoint sampled again);
-    ``first_divergence`` is the first row that did not match; ``ok``: there were rows and all matched."""
+    ``first_divergence`` is the first comparable row that did not match; ``ok``: there were rows and
+    all matched (a row that cannot be compared is not a match)."""
 
     rows: list[ReplayRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def first_divergence(self) -> Divergence | None:
-        row = next((r for r in self.rows if not r.match), None)
+        row = next((r for r in self.rows if r.comparable and not r.match), None)
         return Divergence(row.step, row.job_id, row.what or "") if row else None
 
     @property
     def ok(self) -> bool:
-        return bool(self.rows) and self.first_divergence is None
+        return bool(self.rows) and all(r.match for r in self.rows)
 
     def __repr__(self) -> str:
-        first = self.first_divergence
-        verdict = "every checkpoint matches" if self.ok else f"first divergence: {first}"
+        first, unknown = self.first_divergence, sum(not r.comparable for r in self.rows)
+        verdicts = [f"first divergence: {first}"] if first else []
+        verdicts += [f"{unknown} not comparable"] if unknown else []
+        verdict = "; ".join(verdicts) or ("every checkpoint matches" if self.ok else "nothing replayed")
         return f"ReplayReport({len(self.rows)} jobs; {verdict})"
 
     def _repr_html_(self) -> str:
         def short(digest: str | None) -> str:
             return html.escape(digest[:16]) if digest else "—"
 
+        def verdict(r: ReplayRow) -> str:
+            mark = "✓" if r.match else "✗ " if r.comparable else "not comparable: "
+            return mark + html.escape(r.what or "")
+
         cells = "".join(
             f"<tr><td>{r.step if r.step is not None else '—'}</td><td>{html.escape(r.job_id)}</td>"
             f"<td>{r.kind}</td><td><code>{short(r.recorded_digest)}</code></td>"
-            f"<td><code>{short(r.replayed_digest)}</code></td>"
-            f"<td>{'✓' if r.match else '✗ ' + html.escape(r.what or '')}</td></tr>"
+            f"<td><code>{short(r.replayed_digest)}</code></td><td>{verdict(r)}</td></tr>"
             for r in self.rows
         )
         notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
@@ -92,45 +103,61 @@ class ReplayReport:
 
 
 def replay(
-    record: ExperimentRecord | str | Path, client: Client | None = None, *, resample: bool = False
+    record: ExperimentRecord | str | Path,
+    client: Client | None = None,
+    *,
+    resample: bool = False,
+    device: str | None = None,
 ) -> ReplayReport:
     """Re-run the recorded jobs in order on new models (same bases and training settings, in a new
     project) and compare each checkpoint's digest and metrics with the record. ``client``: the
     deployment to replay on (default: a fresh local server in a temporary folder, removed after,
-    training with the recorded thread count). ``resample``: also send the seeded chat completions
+    training on the recorded device with the recorded thread count; ``device`` names another, e.g.
+    ``"cpu"`` for a record made on a GPU). ``resample``: also send the seeded chat completions
     recorded under the experiment again to the replayed checkpoints and compare them
-    (:mod:`.resample`; what cannot be re-derived is said in the report's notes)."""
+    (:mod:`.resample`; what cannot be re-derived is said in the report's notes). A divergence is
+    explained by what differs between the two sides' records (CPU capability, device, dtype, threads,
+    versions, the base's hub revision) and by jobs made outside the experiment."""
     if not isinstance(record, ExperimentRecord):
         record = load_experiment(record)
     notes = [NO_RECIPE] if resample and not record.samples else []
     if client is not None:
         return _replay(record, client, notes, resample)
-    with _fresh_server(record) as (fresh, threads):
-        if threads is not None:
-            notes.append(
-                f"replayed on a fresh local server training with {threads} torch threads, as recorded"
-            )
+    with _fresh_server(record, device) as (fresh, setting):
+        notes.append(setting)
         return _replay(record, fresh, notes, resample)
 
 
-def _recorded_threads(record: ExperimentRecord) -> int | None:
-    threads = {r.torch_threads for m in record.models for r in m.records if r.torch_threads is not None}
-    return threads.pop() if len(threads) == 1 else None
+def _recorded(record: ExperimentRecord, name: str) -> set[Any]:
+    """The values of one field in the records of the experiment's jobs."""
+    found = (getattr(r, name) for m in record.models for r in m.records if r.job_id)
+    return {value for value in found if value is not None}
 
 
 @contextlib.contextmanager
-def _fresh_server(record: ExperimentRecord) -> Iterator[tuple[Client, int | None]]:
+def _fresh_server(record: ExperimentRecord, device: str | None) -> Iterator[tuple[Client, str]]:
+    """A local server in a temporary folder, on ``device`` (default: the recorded kind of device)
+    with the recorded thread count; yields its client and a note saying how it was set."""
     bases = sorted(
         {m.model.base_model for m in record.models if not m.model.base_model.startswith(BUILTIN_PREFIX)}
     )
-    threads = _recorded_threads(record)
+    threads, devices = _recorded(record, "torch_threads"), _recorded(record, "device")
+    kinds = sorted({d.partition(":")[0] for d in devices})
+    if device is not None:
+        on = f"{device} (asked for; recorded on {', '.join(sorted(devices)) or 'none named'})"
+    elif len(kinds) == 1:
+        device, on = kinds[0], f"{kinds[0]}, as recorded"
+    else:
+        on = "its default device (the records name " + (", ".join(kinds) or "none") + ")"
+    count = threads.pop() if len(threads) == 1 else None
+    trains = f"{count} torch threads, as recorded" if count else "this machine's torch threads"
     with tempfile.TemporaryDirectory(prefix="toolkit-replay-") as tmp:
         folder = Path(tmp)
         saved = os.environ.get("TOOLKIT_TORCH_THREADS")
-        if threads is not None:  # the server process inherits it at start
-            os.environ["TOOLKIT_TORCH_THREADS"] = str(threads)
+        if count is not None:  # the server process inherits it at start
+            os.environ["TOOLKIT_TORCH_THREADS"] = str(count)
         try:
-            url, key = local_server(folder, base_models=bases)
+            url, key = local_server(folder, base_models=bases, device=device)
         finally:
             if saved is None:
                 os.environ.pop("TOOLKIT_TORCH_THREADS", None)
@@ -138,7 +165,7 @@ def _fresh_server(record: ExperimentRecord) -> Iterator[tuple[Client, int | None
                 os.environ["TOOLKIT_TORCH_THREADS"] = saved
         try:
             with Client(url, key, deployment="local") as client:
-                yield client, threads
+                yield client, f"replayed on a fresh local server on {on}, training with {trains}"
         finally:
             stop(folder)
 
@@ -159,9 +186,11 @@ def _replay(record: ExperimentRecord, client: Client, notes: list[str], resample
         )
         made[entry.model.id] = model
     recorded = {r.job_id: r for m in record.models for r in m.records if r.job_id}
-    _note_earlier_steps(record, recorded, notes)
+    steps_of = {m.model.id: {r.step: r for r in m.records} for m in record.models}
     resampler = Resampler(record, client, made) if resample and record.samples else None
     steps = dict.fromkeys(made, 0)  # the replay's step of each model
+    reached: dict[str, tuple[int, str | None]] = {}  # model id -> (recorded step, its job) replayed last
+    after: dict[str, str] = {}  # model id -> the job outside the experiment its later rows follow
 
     def samples(model_id: str | None, step: int | None, job_id: str) -> None:
         found = resampler.at(model_id, step, steps.get(model_id or "")) if resampler else None
@@ -181,36 +210,51 @@ def _replay(record: ExperimentRecord, client: Client, notes: list[str], resample
         if job.model_id not in made:
             notes.append(f"job {job.job_id}: its model {job.model_id} is not in the record; replay stopped")
             break
+        original = recorded.get(job.job_id)
+        gap = _outside(job, original, reached.get(job.model_id, (0, None)), steps_of.get(job.model_id, {}))
+        if gap is not None:
+            notes.append(gap[0])
+            after[job.model_id] = gap[1]
         try:
-            row = _replay_job(client, project, job, made[job.model_id].id, recorded.get(job.job_id))
+            row, replayed = _replay_job(client, project, job, made[job.model_id].id, original)
         except _Stopped as stopped:  # the jobs after it would start from another checkpoint
             report.rows.append(stopped.row)
             notes.append(f"replay stopped at job {job.job_id}: {stopped.row.what}")
             break
+        if original is not None and replayed is not None:
+            notes.extend(f"the replay's environment differs: {e}" for e in environment(original, replayed))
+        if not row.match and row.comparable and job.model_id in after:
+            row = replace(row, what=f"{row.what}; {after[job.model_id]}")
         report.rows.append(row)
+        reached[job.model_id] = (original.step if original else job.result_step or 0, job.job_id)
         steps[job.model_id] += 1
         samples(job.model_id, row.step, job.job_id)
+    report.notes = list(dict.fromkeys(report.notes))  # each environment difference once
     if resampler is not None and resampler.left:
-        notes.append(f"{resampler.left} samples of steps the replay did not reach were not sent again")
+        report.notes.append(f"{resampler.left} samples of steps the replay did not reach were not sent again")
     return report
 
 
-def _note_earlier_steps(
-    record: ExperimentRecord, recorded: dict[str, CheckpointRecord], notes: list[str]
-) -> None:
-    """A model whose first linked job started past step 0 had checkpoints from before the experiment:
-    the replay starts from the base, so its checkpoints cannot match."""
-    seen: set[str] = set()
-    for job in record.jobs:
-        first = recorded.get(job.job_id)
-        if job.model_id in seen or first is None:
-            continue
-        seen.add(job.model_id)
-        if first.parent_step:
-            notes.append(
-                f"model {job.model_id}: its first job of the experiment started from step "
-                f"{first.parent_step}, trained outside it; the replay starts from the base"
-            )
+def _outside(
+    job: ExperimentJob,
+    record: CheckpointRecord | None,
+    reached: tuple[int, str | None],
+    steps: dict[int, CheckpointRecord],
+) -> tuple[str, str] | None:
+    """A job that trained from a checkpoint the experiment's previous job of its model did not make
+    (``reached``: that job's recorded step, or 0 and None): the note naming the job outside the
+    experiment that made it, and what the rows from this job on say of it."""
+    step, previous = reached
+    if record is None or record.parent_step is None or record.parent_step == step:
+        return None
+    maker = steps.get(record.parent_step)
+    by = f"job {maker.job_id}" if maker is not None and maker.job_id else "a job"
+    where = f"after job {previous}" if previous else "before its first job of the experiment"
+    note = (
+        f"model {job.model_id}: job {job.job_id} trained from step {record.parent_step}, made by {by}"
+        f" outside the experiment ({where}); the replay trains it from step {step} instead"
+    )
+    return note, f"after step {record.parent_step}, made by {by} outside the experiment"
 
 
 class _Stopped(Exception):
@@ -221,8 +265,10 @@ class _Stopped(Exception):
 
 def _replay_job(
     client: Client, project: str, job: ExperimentJob, model_id: str, record: CheckpointRecord | None
-) -> ReplayRow:
-    def row(replayed: CheckpointRecord | None, what: str | None) -> ReplayRow:
+) -> tuple[ReplayRow, CheckpointRecord | None]:
+    """The job run again on ``model_id``: its row and the replayed checkpoint's record."""
+
+    def row(replayed: CheckpointRecord | None, what: str | None, comparable: bool = True) -> ReplayRow:
         return ReplayRow(
             step=record.step if record else job.result_step,
             job_id=job.job_id,
@@ -231,6 +277,7 @@ def _replay_job(
             replayed_digest=replayed.checkpoint_digest if replayed else None,
             match=what is None,
             what=what,
+            comparable=comparable,
         )
 
     if not job.data.embedded:
@@ -260,28 +307,10 @@ def _replay_job(
     try:
         replayed = client.models.checkpoints.record(model_id, step)
     except UnsupportedOperation:
-        return row(None, f"{client.deployment.label} keeps no checkpoint records: nothing to compare")
-    if record is None:
-        return row(replayed, "no record of the original checkpoint to compare with")
-    return row(replayed, difference(record, replayed))
-
-
-def difference(recorded: CheckpointRecord, replayed: CheckpointRecord) -> str | None:
-    """What differs between a recorded checkpoint and its replay (None: nothing): the data, the base
-    weights, the weights, then the first metric that differs (wall-clock ones left out)."""
-    for name in ("data_digest", "base_digest", "checkpoint_digest"):
-        was, now = getattr(recorded, name), getattr(replayed, name)
-        if was is not None and was != now:
-            return f"{name}: recorded {was[:16]}…, replayed {(now or 'none')[:16]}…"
-    was_metrics, now_metrics = replayable(recorded.metrics), replayable(replayed.metrics)
-    for key in sorted(set(was_metrics) | set(now_metrics)):
-        was_value, now_value = was_metrics.get(key), now_metrics.get(key)
-        same = was_value == now_value or (
-            was_value is not None
-            and now_value is not None
-            and math.isnan(was_value)
-            and math.isnan(now_value)
-        )
-        if not same:
-            return f"metric {key}: recorded {was_value}, replayed {now_value}"
-    return None
+        lacking = f"{client.deployment.label} keeps no checkpoint records: nothing to compare"
+        return row(None, lacking, comparable=False), None
+    why = not_comparable(record)
+    if record is None or why is not None:
+        return row(replayed, why, comparable=False), replayed
+    what, differs = difference(record, replayed), environment(record, replayed)
+    return row(replayed, f"{what} ({'; '.join(differs)})" if what and differs else what), replayed

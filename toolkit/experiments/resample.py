@@ -9,19 +9,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..client import Client
+from ..client import Client, UnsupportedOperation
 from ..types.experiments import ExperimentRecord, Sample
 from ..types.records import canonical_json, sha256_hex
 from ..types.training import Model
-from .experiment import sampled
+from .experiment import ARTIFACT_PREFIX, sampled
 
-ARTIFACT_PREFIX = "wandb-artifact:///"
 _STEP = re.compile(r"^(?P<head>.+?):step(?P<step>\d+)$")
 Key = tuple[str | None, int | None]  # (recorded model id, step); (None, None): a base model
 
 
 class Resampler:
-    """The recorded samples by the checkpoint they came from, sent again as the replay reaches it."""
+    """The recorded samples by the checkpoint they came from, sent again as the replay reaches it.
+    Only a checkpoint of a recorded model and a base model the replay's deployment serves can be
+    sampled again; any other model (a checkpoint trained outside the experiment, a model named
+    without a step) is not re-derivable, and its samples are counted in the notes."""
 
     def __init__(self, record: ExperimentRecord, client: Client, made: dict[str, Model]) -> None:
         self.client = client
@@ -30,12 +32,17 @@ class Resampler:
         for entry in record.models:
             m = entry.model
             names |= {m.id: m.id, m.name: m.id, f"{m.entity}/{m.project}/{m.name}": m.id}
+        bases = _bases(client) | {entry.model.base_model for entry in record.models}
         self.pending: dict[Key, list[Sample]] = {}
-        self.skipped = 0  # samples of a model named without a step (``:latest``): not re-derivable
+        self.skipped = 0  # samples of a recorded model named without a step (``:latest``)
+        self.outside: dict[str, int] = {}  # samples of models neither recorded nor a base, by name
         for sample in record.samples:
-            key = _key(sample.request.get("model"), names)
+            model = sample.request.get("model")
+            key = _key(model, names, bases)
             if key is None:
                 self.skipped += 1
+            elif key == _OUTSIDE:
+                self.outside[str(model)] = self.outside.get(str(model), 0) + 1
             else:
                 self.pending.setdefault(key, []).append(sample)
 
@@ -50,6 +57,11 @@ class Resampler:
             lines.append(f"{record.unseeded_requests} chat completions had no seed and cannot be re-derived")
         if self.skipped:
             lines.append(f"{self.skipped} samples named a model without a step (':latest'): not re-derived")
+        for name, count in self.outside.items():
+            lines.append(
+                f"{count} samples came from {name}, neither a model of the experiment nor a base model:"
+                " not re-derivable, not sent again"
+            )
         return lines
 
     def at(
@@ -90,13 +102,28 @@ def _first_difference(was: list[dict[str, Any]], now: list[dict[str, Any]]) -> s
     return f"{len(was)} choices recorded, {len(now)} replayed"
 
 
-def _key(model: Any, names: dict[str, str]) -> Key | None:
-    """Which recorded checkpoint a request's ``model`` names; a base model: (None, None)."""
+_OUTSIDE: Key = ("", None)  # a model outside the experiment that is not a base: not re-derivable
+
+
+def _bases(client: Client) -> set[str]:
+    """The names the deployment serves base models under (``GET /v1/models`` entries without a
+    parent); none where it cannot list them."""
+    try:
+        return {card.id for card in client.served_models().data if card.parent is None}
+    except UnsupportedOperation:
+        return set()
+
+
+def _key(model: Any, names: dict[str, str], bases: set[str]) -> Key | None:
+    """Which recorded checkpoint a request's ``model`` names: (model id, step); a base model
+    (None, None); a recorded model without a step None; anything else :data:`_OUTSIDE`."""
     if not isinstance(model, str):
+        return _OUTSIDE
+    if model in bases:
         return None, None
     bare = model.removeprefix(ARTIFACT_PREFIX)
     match = _STEP.match(bare)
     head = match["head"] if match else bare.removesuffix(":latest")
     if head not in names:
-        return None, None  # a base model (or an adapter served by name): the same weights
+        return _OUTSIDE
     return (names[head], int(match["step"])) if match else None

@@ -9,8 +9,6 @@ checkpoints' metrics are then read (:func:`toolkit.health.model_health` names: `
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +21,7 @@ from .._stats import mean_interval
 from ..client import Client, connect
 from ..frames import checkpoints_frame
 from ..health import model_health
+from ..seeding import use_default_seed
 
 Recipe = Callable[[int], pd.DataFrame | str]
 COLUMNS = ["seed", "step", "metric", "value"]
@@ -129,15 +128,6 @@ def mean_ci_table(
     return table
 
 
-def _seeded(seed: int) -> contextlib.AbstractContextManager[Any]:
-    """The seed as the default seed of gather and the rest, where :mod:`toolkit.seeding` exists."""
-    try:
-        seeding = importlib.import_module("toolkit.seeding")
-    except ImportError:
-        return contextlib.nullcontext()
-    return seeding.use_default_seed(seed)
-
-
 def sweep(recipe: Recipe, seeds: Sequence[int], *, client: Client | None = None) -> SweepResult:
     """Run ``recipe(seed)`` for each seed in turn and gather what each returned (a per-step frame, or
     a model id whose checkpoints are read through ``client``, default :func:`toolkit.connect`)."""
@@ -146,7 +136,7 @@ def sweep(recipe: Recipe, seeds: Sequence[int], *, client: Client | None = None)
     parts: list[pd.DataFrame] = []
     model_ids: dict[int, str] = {}
     for seed in seeds:
-        with _seeded(seed):
+        with use_default_seed(seed):  # the default seed of an unseeded gather and the rest
             out = recipe(seed)
         if isinstance(out, str):
             client = connect() if client is None else client

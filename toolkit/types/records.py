@@ -78,12 +78,14 @@ class CheckpointRecord(WireModel):
     data_digest: str | None = None
     base_model: str
     base_digest: str | None = None
+    base_revision: str | None = None  # the hub commit the base came from (None: a folder, a built-in)
     checkpoint_digest: str | None = None
     seed: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     device: str | None = None
     dtype: str | None = None
     torch_threads: int | None = None
+    cpu_capability: str | None = None  # torch.backends.cpu.get_cpu_capability(): AVX512, AVX2, ...
     deterministic: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     created_at: datetime | None = None

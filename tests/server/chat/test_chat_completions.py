@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -226,20 +227,30 @@ def test_usage_is_recorded_per_project_and_model(server: LocalServer) -> None:
 
 
 def test_health_answers_while_decoding(server: LocalServer, http: httpx.Client) -> None:
-    """Health answers, and says a sequence is running, while a stream of 1,000 tokens decodes (it
-    is not read meanwhile; the server keeps decoding)."""
+    """Health answers, and says a sequence is running, while a stream of 1,000 tokens decodes (a few
+    seconds): a thread reads the stream meanwhile, and each health read is made before the stream's
+    last event has arrived."""
     body = {"messages": USER, "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    events: list[str] = []
     with server.http() as client, client.stream("POST", "/v1/chat/completions", json=body) as stream:
-        events = (line for line in stream.iter_lines() if line.startswith("data: "))
-        assert '"role"' in next(events) and '"role"' not in next(events)  # decoding has begun
+
+        def read() -> None:
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line)
+
+        reader = threading.Thread(target=read)
+        reader.start()
         deadline = time.monotonic() + 60
         while (r := http.get("/v1/health")).json()["models"][0]["running"] < 1:
             assert time.monotonic() < deadline, r.json()  # a snapshot from before its first step
         for _ in range(3):
             r = http.get("/v1/health")
             assert r.status_code == 200 and r.json()["models"][0]["running"] >= 1, r.json()
-        rest = list(events)
-    assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2]
+            assert "data: [DONE]" not in events  # still decoding when health answered
+        reader.join(120)
+    assert '"role"' in events[0] and events[-1] == "data: [DONE]"
+    assert '"finish_reason":"length"' in events[-2]
 
 
 # ----------------------------------------------------------------------------- client

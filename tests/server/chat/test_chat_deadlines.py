@@ -123,8 +123,10 @@ def test_a_running_request_past_the_deadline_frees_its_slots(deadline_server: Pa
     thread = threading.Thread(target=send)
     thread.start()
     try:
-        wait_until(lambda: deadline_server.engine()["running"] == 8 or not thread.is_alive())
+        # 8 x 960 tokens take far longer than the 1 s deadline: the request is seen decoding
+        wait_until(lambda: deadline_server.engine()["running"] == 8, message="never seen running")
         deadline_server.pause()  # decoding holds still with 8 running sequences
+        assert deadline_server.engine()["running"] == 8
         thread.join(60)
     finally:
         deadline_server.resume()

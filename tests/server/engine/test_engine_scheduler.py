@@ -17,7 +17,7 @@ from toolkit.server.engine.engine import ENGINE_THREADS, Engine
 from toolkit.server.engine.events import Event, Failed, Finished, Started
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin
 from toolkit.server.engine.request import BeamParams, Request, Weights
-from toolkit.server.engine.resources import SERIAL_WORK, torch_threads
+from toolkit.server.engine.resources import SERIAL_WORK
 from toolkit.server.engine.sampling import SamplingParams
 from toolkit.server.engine.template import render_chat
 
@@ -98,9 +98,9 @@ async def test_torch_threads_are_set_in_the_engine_thread_not_the_callers(
 
 
 async def test_device_and_beam_search_through_the_scheduler(spec: BaseModelSpec) -> None:
-    engine = Engine.for_model(spec)
+    engine = Engine.for_model(spec, threads=ENGINE_THREADS + 1)
     assert engine.device == torch.device("cpu") and isinstance(engine.device, torch.device)
-    assert engine.threads == ENGINE_THREADS == torch_threads()  # $TOOLKIT_TORCH_THREADS, else 2
+    assert engine.threads == ENGINE_THREADS + 1  # the count it was given, not the default
     engine.start()
     try:
         greedy = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)

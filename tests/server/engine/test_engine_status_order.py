@@ -7,6 +7,7 @@ the case that used to publish the state from before the request."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,29 +31,35 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def one_token(weights: Weights, beam: BeamParams | None = None) -> Request:
+@dataclass
+class Watched(Request):
+    """A request that reads its engine's status as each ``Finished`` leaves the engine's thread
+    (every event goes through ``emit``; this one is in place before the request is submitted, so
+    none can pass unread)."""
+
+    engine: Engine | None = None
+    seen: list[EngineStatus] = field(default_factory=list)
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, Finished) and self.engine is not None:
+            self.seen.append(self.engine.status)
+        super().emit(event)
+
+
+def one_token(engine: Engine, weights: Weights, beam: BeamParams | None = None) -> Watched:
     params = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True)
-    return Request("r", weights, list(PROMPT), [params], [None], stream=False, beam=beam)
+    return Watched("r", weights, list(PROMPT), [params], [None], stream=False, beam=beam, engine=engine)
 
 
-async def statuses_at_finish(engine: Engine, req: Request) -> list[EngineStatus]:
+async def statuses_at_finish(engine: Engine, req: Watched) -> list[EngineStatus]:
     """The engine's status as each of ``req``'s ``Finished`` events left its thread."""
     queue = engine.submit(req)
-    deliver = req.sink
-    seen: list[EngineStatus] = []
-
-    def sink(event: Event) -> None:
-        if isinstance(event, Finished):
-            seen.append(engine.status)
-        deliver(event)
-
-    req.sink = sink
     remaining = req.beam.width if req.beam else len(req.params)
     while remaining:
         event = await asyncio.wait_for(queue.get(), 60)
         assert not isinstance(event, Failed), event.error
         remaining -= isinstance(event, Finished)
-    return seen
+    return req.seen
 
 
 def test_the_status_is_refreshed_before_each_finished_is_emitted(base: Path) -> None:
@@ -62,10 +69,10 @@ def test_the_status_is_refreshed_before_each_finished_is_emitted(base: Path) -> 
     engine.start()
     try:
         for i in range(1, 21):  # before the fix, each read missed the request just answered
-            (plain,) = asyncio.run(statuses_at_finish(engine, one_token(Weights("base"))))
+            (plain,) = asyncio.run(statuses_at_finish(engine, one_token(engine, Weights("base"))))
             assert plain.loaded and plain.running == 0 and plain.prompt_tokens == i * len(PROMPT)
-        (lora,) = asyncio.run(statuses_at_finish(engine, one_token(adapter)))
-        beams = asyncio.run(statuses_at_finish(engine, one_token(adapter, BeamParams(width=2))))
+        (lora,) = asyncio.run(statuses_at_finish(engine, one_token(engine, adapter)))
+        beams = asyncio.run(statuses_at_finish(engine, one_token(engine, adapter, BeamParams(width=2))))
     finally:
         engine.stop()
     assert lora.adapters == 1 and lora.adapter_bytes > 0 and lora.running == 0

@@ -1,15 +1,25 @@
 """Jobs waiting in the server's queue say so, over loopback HTTP: a ``queued {ahead}`` event when a job
 is created behind others (of any user: one worker runs every job in turn) and again when its place
 changes, ``queue_position`` on the job (0: next to run), and "queued behind N job(s)" on the progress
-line of ``wait()``."""
+line of ``wait()``. The exact places need a queue no other test shares: a server of this file's own."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
 from conftest import LocalServer
 from support.training_helpers import job_events, long_sft_job, new_model, wait_for_event, wait_job
 from toolkit.tasks import reverse
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """This file's own server (the session's runs other files' jobs, cancelled ones until they stop)."""
+    own = LocalServer(tmp_path_factory.mktemp("queue")).start()
+    yield own
+    own.stop()
 
 
 def test_queued_jobs_report_their_place_as_it_changes(

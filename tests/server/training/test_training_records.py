@@ -1,6 +1,6 @@
 """Checkpoint records (an extension) over HTTP: an SFT job, then an RL job from its checkpoint; each
 record names its parent step, job, request as sent, data digest, base and checkpoint digests,
-versions, device, dtype and threads, with the values the test computes itself."""
+versions, device, dtype, CPU capability and threads, with the values the test computes itself."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import hashlib
 import json
 import os
 import platform
+import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import torch
 
 import toolkit as tk
 from conftest import LocalServer
@@ -81,6 +84,7 @@ def test_each_record_names_what_produced_its_checkpoint(
     base = server.data_dir / "base" / "toolkit--tiny-chat-1m" / "model.safetensors"
     base_digest = folder_digest({"model.safetensors": base.read_bytes()})
     threads = int(os.environ.get("TOOLKIT_TORCH_THREADS") or 2)
+    capability = torch.backends.cpu.get_cpu_capability()  # the server's: it inherits the environment
     versions = {
         "toolkit": tk.__version__,
         "python": platform.python_version(),
@@ -106,7 +110,8 @@ def test_each_record_names_what_produced_its_checkpoint(
         assert record.seed == seed
         assert record.versions == versions
         assert (record.device, record.dtype, record.torch_threads) == ("cpu", "float32", threads)
-        assert record.deterministic and f"{threads} torch threads" in record.deterministic
+        assert record.cpu_capability == capability and record.base_revision is None  # a built-in base
+        assert record.deterministic and f"{threads} torch threads and {capability}," in record.deterministic
         assert record.metrics == metrics[step] and record.metrics["data/step_num_gradient_steps"] > 0
         assert record.created_at is not None
     assert sft.checkpoint_digest != rl.checkpoint_digest
@@ -156,3 +161,47 @@ def test_the_hosted_api_has_no_records_and_says_so_without_a_request() -> None:
         for call in (lambda: hosted.models.records("m"), lambda: hosted.models.checkpoints.record("m", 1)):
             with pytest.raises(tk.UnsupportedOperation, match=r"no checkpoint records .*tk\.experiment"):
                 call()
+
+
+def test_a_kill_between_the_files_and_their_commit_leaves_no_checkpoint_without_its_record(
+    tmp_path: Path,
+) -> None:
+    """The runner held (test-only ``TOOLKIT_CHECKPOINT_PAUSE_FILE``) after publishing step 2's files,
+    before the transaction of its row and record; ``kill -9`` there; after the restart every
+    checkpoint folder has its record and every record of a job its folder, with the folder's digest."""
+    pause = tmp_path / "hold"
+    server = LocalServer(tmp_path / "data")
+    server.data_dir.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOOLKIT_CHECKPOINT_PAUSE_FILE", str(pause))
+        server.start()
+    data = [reverse.conversation(w) for w in ("cat", "dog", "sun", "map")]
+    try:
+        with server.client() as client:
+            model = new_model(client, "kill")
+            client.sft_training_jobs.create_from_data(model_id=model.id, data=data).wait(progress=False)
+            pause.touch()
+            held = client.sft_training_jobs.create_from_data(model_id=model.id, data=data)
+            published = server.data_dir / "checkpoints" / model.id / "step2"
+            wait_until(published.is_dir)
+        server.kill()
+        assert published.is_dir()  # the files were there when the server died
+        pause.unlink()
+        server.start()
+        with server.client() as client:
+            assert client.training_jobs.retrieve(held.id).status == "failed"
+            records = {r.step: r for r in client.models.records(model.id) if r.job_id}
+        folders = {int(p.name.removeprefix("step")): p for p in published.parent.glob("step*") if p.is_dir()}
+        assert sorted(folders) == sorted(records) == [1]
+        for step, folder in folders.items():
+            files = {f.name: f.read_bytes() for f in folder.iterdir()}
+            assert records[step].checkpoint_digest == folder_digest(files)
+    finally:
+        server.stop()
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

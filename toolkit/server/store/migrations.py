@@ -187,4 +187,10 @@ MIGRATIONS: list[str] = [
         SELECT c.id, j.base_step, j.id, j.kind, c.metrics FROM checkpoints c
         JOIN training_jobs j ON j.checkpoint_id = c.id WHERE c.step > 0;
     """,
+    # 8: the hub commit a base came from and the CPU's vector capability training ran with (both
+    # change every checkpoint; NULL for records written before)
+    """
+    ALTER TABLE checkpoint_records ADD COLUMN base_revision TEXT;
+    ALTER TABLE checkpoint_records ADD COLUMN cpu_capability TEXT;
+    """,
 ]

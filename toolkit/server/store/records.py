@@ -20,6 +20,8 @@ _SELECT = (
     " LEFT JOIN checkpoint_records r ON r.checkpoint_id = c.id WHERE c.model_id = ?"
 )
 _JSON_COLUMNS = ("request", "versions", "metrics")
+# a base model's ``base_digest`` and ``base_revision`` (step 0's record), by its name
+BaseFacts = Callable[[str], dict[str, str | None]]
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,14 @@ class RecordFields:
     request: dict[str, Any]
     data_digest: str | None
     base_digest: str | None
+    base_revision: str | None
     checkpoint_digest: str | None
     seed: int | None
     versions: dict[str, str]
     device: str
     dtype: str
     torch_threads: int
+    cpu_capability: str
     deterministic: str
     metrics: dict[str, float]
 
@@ -56,27 +60,21 @@ class CheckpointRecords:
             (checkpoint_id, *values.values()),
         )
 
-    def get(
-        self, user: User, model_id: str, step: int, base_digest: Callable[[str], str | None]
-    ) -> CheckpointRecord:
-        """The record of checkpoint ``step``; ``base_digest(base model)`` fills step 0's."""
+    def get(self, user: User, model_id: str, step: int, base: BaseFacts) -> CheckpointRecord:
+        """The record of checkpoint ``step``; ``base(base model)`` fills step 0's."""
         base_model = self.models.get(user, model_id).base_model
         row = self.db.conn.execute(_SELECT + " AND c.step = ?", (model_id, step)).fetchone()
         if row is None:
             raise NotFound(f"Model {model_id} has no checkpoint at step {step}")
-        return _record(model_id, base_model, row, base_digest)
+        return _record(model_id, base_model, row, base)
 
-    def all(
-        self, user: User, model_id: str, base_digest: Callable[[str], str | None]
-    ) -> list[CheckpointRecord]:
+    def all(self, user: User, model_id: str, base: BaseFacts) -> list[CheckpointRecord]:
         base_model = self.models.get(user, model_id).base_model
         rows = self.db.conn.execute(_SELECT + " ORDER BY c.step", (model_id,)).fetchall()
-        return [_record(model_id, base_model, row, base_digest) for row in rows]
+        return [_record(model_id, base_model, row, base) for row in rows]
 
 
-def _record(
-    model_id: str, base_model: str, row: sqlite3.Row, base_digest: Callable[[str], str | None]
-) -> CheckpointRecord:
+def _record(model_id: str, base_model: str, row: sqlite3.Row, base: BaseFacts) -> CheckpointRecord:
     common: dict[str, Any] = {
         "model_id": model_id,
         "step": row["step"],
@@ -85,8 +83,8 @@ def _record(
     }
     if row["checkpoint_id"] is None:  # step 0, or a checkpoint of no job
         metrics = json.loads(row["checkpoint_metrics"])
-        digest = base_digest(base_model) if row["step"] == 0 else None
-        return CheckpointRecord(**common, base_digest=digest, metrics=metrics)
+        facts = base(base_model) if row["step"] == 0 else {}
+        return CheckpointRecord(**common, **facts, metrics=metrics)
     skip = ("step", "created_at", "checkpoint_metrics")
     fields = {k: row[k] for k in row.keys() if k not in skip}  # noqa: SIM118 (a Row iterates values)
     fields.pop("checkpoint_id")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,14 @@ class CheckpointFolders:
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
                     entry.unlink(missing_ok=True)
+
+
+def hold_after_publish() -> None:
+    """Test-only: while the file ``$TOOLKIT_CHECKPOINT_PAUSE_FILE`` exists, wait here, between
+    publishing a checkpoint's files and committing its row (where a crash made on purpose lands)."""
+    pause = os.environ.get("TOOLKIT_CHECKPOINT_PAUSE_FILE")
+    while pause and os.path.exists(pause):
+        time.sleep(0.05)
 
 
 def manifest(folder: Path) -> list[CheckpointFile]:

@@ -8,9 +8,10 @@ never pays for it.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
@@ -114,8 +115,22 @@ def merged(model: PreTrainedModel, folder: Path) -> PreTrainedModel:
 
 def save(adapter: PeftModel, folder: Path) -> None:
     """Write the adapter as peft does (``save_embedding_layers=False``: the embeddings are never
-    adapted here, and peft's automatic check would look the base model up on the Hub)."""
-    adapter.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
+    adapted here, and peft's automatic check would look the base model up on the Hub), with the same
+    bytes on every server: the model card names the base as the adapter's config does (not the base
+    folder of this data folder), and ``target_modules`` are sorted (peft keeps them as a set, whose
+    order changes from process to process)."""
+    config: Any = adapter.get_base_model().config
+    folder_name = config._name_or_path
+    config._name_or_path = adapter.peft_config["default"].base_model_name_or_path
+    try:
+        adapter.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
+    finally:
+        config._name_or_path = folder_name
+    path = folder / ADAPTER_CONFIG
+    saved = json.loads(path.read_text())
+    if isinstance(saved.get("target_modules"), list):
+        saved["target_modules"] = sorted(saved["target_modules"])
+        path.write_text(json.dumps(saved, indent=2, sort_keys=True))
 
 
 def is_adapter(folder: Path) -> bool:

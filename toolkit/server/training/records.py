@@ -1,6 +1,7 @@
 """What the runner records of each checkpoint a job writes (:class:`~toolkit.types.records.CheckpointRecord`):
-the job's request and data digest, the base model's and the checkpoint's digests, the versions,
-device, dtype and thread count training ran with, and on what the result can be replayed bit for bit.
+the job's request and data digest, the base model's digest (every weight file, each shard an index
+names) and hub revision, the checkpoint's digest, the versions, device, dtype, CPU capability and
+thread count training ran with, and on what the result can be replayed bit for bit.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import threading
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -26,6 +28,7 @@ from .checkpoint_files import manifest
 
 _base_digests: dict[tuple[Path, tuple[tuple[str, int, int], ...]], str] = {}
 _base_lock = threading.Lock()
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @cache
@@ -40,17 +43,35 @@ def versions() -> dict[str, str]:
     return found
 
 
+def weight_files(folder: Path) -> list[str]:
+    """The weight files of a model folder: those of ``WEIGHT_FILES`` it holds and every shard their
+    index files name (``weight_map``), by name."""
+    names = {name for name in WEIGHT_FILES if (folder / name).is_file()}
+    for index in [n for n in names if n.endswith(".index.json")]:
+        weight_map = json.loads((folder / index).read_text()).get("weight_map") or {}
+        names |= {str(shard) for shard in weight_map.values() if (folder / str(shard)).is_file()}
+    return sorted(names)
+
+
 def base_digest(spec: BaseModelSpec) -> str | None:
     """The digest of the base model's weight files (computed once per base and file state)."""
-    files = sorted(spec.folder / name for name in WEIGHT_FILES if (spec.folder / name).is_file())
-    if not files:
+    names = weight_files(spec.folder)
+    if not names:
         return None
-    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-    key = (spec.folder, stamp)
+    stats = [(spec.folder / name).stat() for name in names]
+    key = (spec.folder, tuple((n, s.st_size, s.st_mtime_ns) for n, s in zip(names, stats, strict=True)))
     with _base_lock:
         if key not in _base_digests:
-            _base_digests[key] = files_digest((f.name, _sha256(f)) for f in files)
+            _base_digests[key] = files_digest((n, _sha256(spec.folder / n)) for n in names)
         return _base_digests[key]
+
+
+def base_revision(spec: BaseModelSpec) -> str | None:
+    """The hub commit of a base served from huggingface_hub's cache (its folder is
+    ``models--<org>--<name>/snapshots/<commit>``); None for a folder or a built-in model."""
+    folder = spec.folder
+    in_cache = folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--")
+    return folder.name if in_cache and _COMMIT.match(folder.name) else None
 
 
 def _sha256(path: Path) -> str:
@@ -58,12 +79,14 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def deterministic(device: str, threads: int) -> str:
-    """On what a checkpoint trained on ``device`` with ``threads`` torch threads replays bit for bit."""
+def deterministic(device: str, threads: int, capability: str) -> str:
+    """On what a checkpoint trained on ``device`` with ``threads`` torch threads (on a CPU of vector
+    ``capability``) replays bit for bit."""
     if device == "cpu":
         return (
-            f"bit for bit on a CPU server with {threads} torch threads, the same base_digest and"
-            " versions; another thread count or CPU kind may change the weights (docs/training.md)"
+            f"bit for bit on a CPU server with {threads} torch threads and {capability}, the same"
+            " base_digest and versions; another thread count or CPU capability may change the weights"
+            " (docs/training.md)"
         )
     return (
         f"not promised bit for bit on {device}: accelerator kernels may differ from run to run;"
@@ -95,7 +118,7 @@ def record_fields(
         request = stored.get("request") or {}
     seed = (request.get("experimental_config") or {}).get("seed")
     device = str(placement.device) if placement else "cpu"
-    threads = torch.get_num_threads()
+    threads, capability = torch.get_num_threads(), torch.backends.cpu.get_cpu_capability()
     return RecordFields(
         parent_step=parent_step,
         job_id=job.id,
@@ -103,12 +126,14 @@ def record_fields(
         request=request,
         data_digest=_data_digest(job.kind, stored),
         base_digest=base_digest(spec),
+        base_revision=base_revision(spec),
         checkpoint_digest=files_digest((f.name, f.sha256) for f in manifest(folder)) if folder else None,
         seed=seed if isinstance(seed, int) else None,
         versions=versions(),
         device=device,
         dtype=str(placement.dtype if placement else torch.float32).removeprefix("torch."),
         torch_threads=threads,
-        deterministic=deterministic(device.partition(":")[0], threads),
+        cpu_capability=capability,
+        deterministic=deterministic(device.partition(":")[0], threads, capability),
         metrics=metrics,
     )

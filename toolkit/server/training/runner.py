@@ -44,7 +44,7 @@ from ..store.logs import TrajectoryLogs
 from ..store.models import CheckpointRow, Models
 from ..store.records import CheckpointRecords
 from ..store.users import User
-from .checkpoint_files import CheckpointFolders, optimizer_file
+from .checkpoint_files import CheckpointFolders, hold_after_publish, optimizer_file
 from .config import LOGPROB_CHUNK_SIZE, SFT_AUTO_BATCH_SIZE, SFT_LEARNING_RATE, resolve
 from .data import DATA_FILES, TrainingDataError, iter_conversations
 from .job_metrics import numbers, over_steps, train_metrics
@@ -401,6 +401,7 @@ class TrainingRunner:
             folder = None
             staging.discard()
         try:
+            hold_after_publish()
             job, base_model = self.jobs.row(job_id), self.models.base_model_of(base.model_id) or ""
             assert job is not None  # a running job's row stays until the model is deleted
             spec, placement = self.base_models[base_model], self.trainer.placement
