@@ -7,6 +7,7 @@ teaches it to call under ``auto``, in a checkpoint that completes in ``peft`` ex
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,22 @@ def test_a_malformed_call_in_the_output_is_plain_text(client: openai.OpenAI) -> 
     chunks = list(create(client, extra_body=regex, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == bad
     assert not any(c.choices[0].delta.tool_calls for c in chunks if c.choices)
+
+
+def test_parallel_calls_in_the_output_are_read_whole_and_streamed(client: openai.OpenAI) -> None:
+    """Two calls in the template's form, forced by a regular expression, under ``auto``."""
+    two = [("get_weather", {"city": "Paris"}), ("get_time", {"city": "Paris"})]
+    text = "".join(f'<tool_call>{{"name": "{n}", "arguments": {json.dumps(a)}}}</tool_call>' for n, a in two)
+    regex = {"structured_outputs": {"regex": re.escape(text)}}
+    out = create(client, extra_body=regex, max_tokens=60)
+    assert calls(out.choices[0].message) == two and out.choices[0].finish_reason == "tool_calls"
+    names = [
+        call.function.name
+        for chunk in create(client, extra_body=regex, max_tokens=60, stream=True)
+        for call in (chunk.choices[0].delta.tool_calls or [] if chunk.choices else [])
+        if call.function and call.function.name
+    ]
+    assert names == ["get_weather", "get_time"]
 
 
 def test_calls_and_results_in_the_history_render_through_the_template(
