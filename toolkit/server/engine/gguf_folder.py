@@ -9,7 +9,6 @@ config), given the loaded weights, and saved.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO
 
 import torch
 from tqdm import tqdm
@@ -19,9 +18,10 @@ from transformers.initialization import no_init_weights
 STEPS = ("tokenizer", "weights", "write")
 
 
-def convert(gguf: Path, folder: Path, chat_template: str, out: IO[str]) -> None:
-    """Write the model folder of ``gguf`` to ``folder`` (created), with ``chat_template``."""
-    with tqdm(total=len(STEPS), desc="convert", unit="step", file=out) as bar:
+def convert(gguf: Path, folder: Path, chat_template: str) -> None:
+    """Write the model folder of ``gguf`` to ``folder`` (created), with ``chat_template``; a progress
+    bar of its steps on stderr."""
+    with tqdm(total=len(STEPS), desc="convert", unit="step") as bar:
         bar.set_postfix_str(STEPS[0])
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         bar.update()
