@@ -43,6 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         os.environ.pop(name, None)
     setattr(config, _DATA_DIR, folder)
+    # the real model is fetched and converted once per machine, not per session (scripts/test sets the same)
+    os.environ.setdefault("TOOLKIT_MODEL_CACHE", str(Path(__file__).parent / ".cache" / "models"))
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         # Each worker and each server it starts runs torch on one thread: two processes spinning
         # two threads each on two cores slowed notebook 02's SFT cell from 54 s to 350 s.

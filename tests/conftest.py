@@ -172,3 +172,12 @@ def project() -> str:
     from support.traces_helpers import new_project
 
     return new_project()
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The real model's converted folder in ``$TOOLKIT_MODEL_CACHE`` (set by conftest.py): fetched and
+    converted at most once per machine, the workers sharing it under the cache's lock."""
+    from toolkit.server.engine.fetched import SMOLLM2, fetch
+
+    return fetch(SMOLLM2, Path(os.environ["TOOLKIT_MODEL_CACHE"]))

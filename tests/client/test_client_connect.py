@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import toolkit as tk
-from toolkit.client.local_server import base_model_names, running
+from toolkit.client.local_server import base_model_names, local_server, running
 from toolkit.server.engine.random_models import write_folder
 
 ENV = (
@@ -215,3 +216,18 @@ def test_connect_starts_a_server_with_base_models_and_checks_the_one_it_finds(
     with pytest.raises(RuntimeError, match=re.escape(message)):
         tk.connect(data_dir=local_folder, base_models=["Qwen/Qwen3-0.6B", str(base)])
     assert json.loads((local_folder / "server.json").read_text())["pid"] == pid  # left running as it was
+
+
+def test_a_starting_server_is_waited_for_while_it_writes_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start timeout counts from the server's last output (a first fetch of a built-in model
+    writes its progress for a minute or more): a stand-in server that writes for 3 s and then exits
+    is reported by its exit, not by a timeout of 1 s."""
+    stand_in = tmp_path / "python"
+    writes = "for i in $(seq 10); do echo progress $i; sleep 0.3; done"
+    stand_in.write_text(f"#!/usr/bin/env bash\n{writes}\necho last words\nexit 7\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(stand_in))
+    with pytest.raises(RuntimeError, match="the toolkit server exited with code 7: last words"):
+        local_server(tmp_path / "data", timeout=1.0)

@@ -88,6 +88,7 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "python -m pip install --quiet --upgrade pip",
         "python -m pip install --quiet torch==2.13.0",
         "python -m pip install --quiet -e .[server,lab,research]",
+        "toolkit fetch toolkit/smollm2-135m-instruct",
         "toolkit lab --no-browser",
     ]
     calls = run(repo, log, "scripts/test", "tests/server/test_api_models.py", "-x")
@@ -100,12 +101,14 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
         "tests/server/test_api_models.py -x",
     ]  # with arguments: only pytest, no ruff, mypy or import-linter first
-    assert run(repo, log, "scripts/lab") == ["toolkit lab"]  # installed already: no pip
+    # installed already: no pip; the real model fetched once (a look at its stamp after that)
+    assert run(repo, log, "scripts/lab") == ["toolkit fetch toolkit/smollm2-135m-instruct", "toolkit lab"]
     assert run(repo, log, "scripts/test") == [
         "ruff check toolkit tests bench conftest.py",
         "ruff format --check toolkit tests bench conftest.py",
         "mypy ",
         "lint-imports --no-cache",
+        "toolkit fetch toolkit/smollm2-135m-instruct",
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
         "-n 2 --no-loadscope-reorder --durations=15",
     ]  # the whole suite on two workers
@@ -116,5 +119,6 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "python -m pip install --quiet --upgrade pip",
         "python -m pip install --quiet torch==2.13.0",
         "python -m pip install --quiet -e .[server,lab,research]",
+        "toolkit fetch toolkit/smollm2-135m-instruct",
         "toolkit lab",
     ]

@@ -103,7 +103,9 @@ def local_server(
     base_models: Sequence[str] = (),
     device: str | None = None,
 ) -> tuple[str, str | None]:
-    """URL and key of the local server of ``folder``, starting one in the background if none runs.
+    """URL and key of the local server of ``folder``, starting one in the background if none runs
+    (given ``timeout`` seconds to become healthy, counted from its last output to ``server.log``: the
+    first fetch of a built-in model takes longer, and shows its progress there).
 
     ``base_models`` are ``toolkit serve --base-model`` values (``SOURCE[=NAME[,NAME...]]``) a server
     started here serves; a server found running must already serve each under its names. ``device``:
@@ -170,7 +172,10 @@ def _start(folder: Path, timeout: float, base_models: Sequence[str] = (), device
             start_new_session=True,
         )
     deadline = time.monotonic() + timeout
+    logged = log_path.stat().st_size
     while time.monotonic() < deadline:
+        if log_path.stat().st_size != logged:  # busy, e.g. fetching a model: its output restarts the clock
+            logged, deadline = log_path.stat().st_size, time.monotonic() + timeout
         if proc.poll() is not None:
             if proc.returncode == EXIT_MISSING_EXTRA:
                 raise MissingServerExtra(_last_line(log_path))
@@ -183,7 +188,9 @@ def _start(folder: Path, timeout: float, base_models: Sequence[str] = (), device
             return info.url
         time.sleep(0.1)
     proc.kill()
-    raise TimeoutError(f"the toolkit server did not become healthy in {timeout:.0f} s; see {log_path}")
+    raise TimeoutError(
+        f"the toolkit server did not become healthy in {timeout:.0f} s without output; see {log_path}"
+    )
 
 
 def _exited(pid: int) -> bool:

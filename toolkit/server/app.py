@@ -23,7 +23,7 @@ from .chat import routes as chat
 from .chat.context import ChatContext
 from .chat.external import ExternalInference, inference_url
 from .engine.device import pick_placement
-from .engine.model import BUILTIN_NAMES, BaseModelSpec, base_spec, builtin_spec
+from .engine.model import BUILTIN_NAMES, BaseModelSpec, builtin_spec, resolve_base
 from .engine.served import ServedModels
 from .errors import install_handlers
 from .settings import Settings
@@ -51,18 +51,12 @@ LOCAL_USER = "local"
 
 
 def base_models(settings: Settings) -> list[BaseModelSpec]:
-    """The specs of the served base models (hub ids found in the cache or downloaded; nothing is
-    loaded yet): ``--base-model`` values (a built-in name among them is that built-in model), else
-    both built-in models, the pre-trained default first. A ``BaseModelError`` says why one cannot be
-    served."""
+    """The specs of the served base models (hub ids found in the cache or downloaded, a fetched
+    built-in model fetched; nothing is loaded yet): ``--base-model`` values, else both tiny built-in
+    models, the pre-trained default first. A ``BaseModelError`` says why one cannot be served."""
     if not settings.base_models:
         return [builtin_spec(settings.data_dir, name) for name in BUILTIN_NAMES]
-    return [
-        builtin_spec(settings.data_dir, source.source)
-        if source.source in BUILTIN_NAMES and not source.names
-        else base_spec(source)
-        for source in settings.base_models
-    ]
+    return [resolve_base(source, settings.data_dir) for source in settings.base_models]
 
 
 def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) -> Services:

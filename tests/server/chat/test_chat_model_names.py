@@ -194,6 +194,17 @@ def test_an_unknown_model_is_a_404_listing_what_is_served(server: LocalServer) -
             "/v1/preview/models", json={"project": "p", "name": "x", "base_model": "nope"}
         )
         assert unknown_base.json()["detail"][0]["msg"] == f"unknown base model 'nope'; served: {bases}"
+        # a built-in model the server does not serve: how to serve it
+        smol = "toolkit/smollm2-135m-instruct"
+        how = f"`{smol}` is a built-in model: serve it with `toolkit serve --base-model {smol}` (or "
+        how += f"tk.connect(base_models=['{smol}']))"
+        not_served = http.post("/v1/preview/models", json={"project": "p", "name": "s", "base_model": smol})
+        assert not_served.json()["detail"][0]["msg"] == f"unknown base model '{smol}'; served: {bases}; {how}"
+        chat = http.post("/v1/chat/completions", json={"messages": USER, "model": smol})
+        assert chat.json()["error"]["message"] == (
+            f"The model `{smol}` does not exist; served: {bases}, mine (a model's checkpoints as "
+            f"<name>:step<N>). {how}."
+        )
     official = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
     with official, pytest.raises(openai.NotFoundError) as raised:
         official.chat.completions.create(model="mine:step7", messages=USER)  # type: ignore[arg-type]

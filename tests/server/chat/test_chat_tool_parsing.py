@@ -22,6 +22,7 @@ from toolkit.server.chat.tools import (
     literal,
     template_messages,
 )
+from toolkit.server.engine.fetched import SMOLLM2
 from toolkit.server.engine.structured import CompileTimeout
 from toolkit.server.engine.tokenizer import CHATML_TEMPLATE
 from toolkit.server.errors import BadRequest
@@ -180,6 +181,8 @@ QWEN_LIKE = (
 def test_the_call_form_is_read_from_the_template() -> None:
     assert call_form(CHATML_TEMPLATE) == CallForm("<tool_call>", "</tool_call>", "", True)
     assert call_form(QWEN_LIKE) == CallForm("<tool_call>\n", "\n</tool_call>", "\n", True)
+    # SmolLM2's tools template shows the call form in its system turn: the call is read after the user's turn
+    assert call_form(SMOLLM2.chat_template()) == CallForm("<tool_call>", "</tool_call>", "", True)
     assert call_form("{% for m in messages %}{{ m.content }}{% endfor %}") == DEFAULT_FORM
     assert call_form("{{ raise_exception('no') }}") == DEFAULT_FORM
     assert CallForm(spaced=False).head("f") == '{"name":"f","arguments":'

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from ...types.training import Model
 from ..engine.engine import Engine
 from ..engine.lora import checkpoint_kind
+from ..engine.model import serve_hint
 from ..engine.request import Weights
 from ..errors import BadRequest, NotFound
 from ..store.users import User
@@ -102,7 +103,12 @@ def unknown_model(chat: ChatContext, user: User, name: str) -> NotFound:
     listed = [*served.specs, *served.adapters, *mine[:LISTED_MODELS]]
     more = f" and {len(mine) - LISTED_MODELS} more" if len(mine) > LISTED_MODELS else ""
     steps = " (a model's checkpoints as <name>:step<N>)" if mine else ""
-    return NotFound(f"The model `{name}` does not exist; {served_names(listed)}{more}{steps}.", param="model")
+    hint = serve_hint(name)
+    return NotFound(
+        f"The model `{name}` does not exist; {served_names(listed)}{more}{steps}."
+        + (f" {hint}." if hint else ""),
+        param="model",
+    )
 
 
 def artifact_name(model: Model, suffix: str = "") -> str:

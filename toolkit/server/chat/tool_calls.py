@@ -23,6 +23,8 @@ from typing import Any
 from ...types.chat import DeltaFunctionCall, DeltaToolCall
 from ...types.training import ToolCall, ToolCallFunction
 
+TOOL_CALL_PARSERS = ("hermes",)
+"""The ``--tool-call-parser`` names this module reads, as vLLM names them."""
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 _HEADER = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')

@@ -131,6 +131,8 @@ def call_form(template: str) -> CallForm:
     """The form ``template`` renders assistant calls in, read from a conversation it renders."""
 
     def render(names: list[str]) -> str:
+        """The assistant turn's text: what the conversation renders after the user's message (the
+        system turn before it may show ``<tool_call>`` in its instructions)."""
         calls = [
             {"id": f"call_{n}", "type": "function", "function": {"name": n, "arguments": _PROBE_ARGS}}
             for n in names
@@ -142,9 +144,11 @@ def call_form(template: str) -> CallForm:
         tools = [
             {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in names
         ]
-        return render_chat(
-            template, messages, add_generation_prompt=False, continue_final_message=False, tools=tools
+        before, whole = (
+            render_chat(template, m, add_generation_prompt=False, continue_final_message=False, tools=tools)
+            for m in (messages[:1], messages)
         )
+        return whole.removeprefix(before)
 
     try:
         one, two = render(["probe_a"]), render(["probe_a", "probe_b"])

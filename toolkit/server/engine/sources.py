@@ -6,6 +6,10 @@ as it is. Without names, a hub id is served under itself and a folder under its 
 names, under those only (the first is the model's canonical name), as vLLM's
 ``--served-model-name`` does.
 
+``--chat-template FILE`` (vLLM's option: a file, or the template itself in one line) replaces the
+template of the one ``--base-model``; in ``--config``, a base given as a mapping carries its own
+(``{source, names?, chat-template?}``).
+
 ``--lora-modules NAME=PATH`` (or vLLM's JSON form ``{"name", "path", "base_model_name"}``): a peft
 adapter folder served under ``NAME`` on a base model (default: the first).
 """
@@ -16,8 +20,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import constants, snapshot_download
+
+from .template import TemplateError, check_template
 
 # what serving and training read from a hub snapshot (weights, configs, tokenizer, template)
 HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]
@@ -30,10 +37,12 @@ class BaseModelError(ValueError):
 
 @dataclass(frozen=True)
 class BaseSource:
-    """One ``--base-model`` value: a hub id or folder, and the names it is served under."""
+    """One ``--base-model`` value: a hub id, folder or built-in name, the names it is served under,
+    and the chat template that replaces its own, if any."""
 
     source: str
     names: tuple[str, ...] = ()
+    chat_template: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> BaseSource:
@@ -44,6 +53,21 @@ class BaseSource:
             raise BaseModelError(f"--base-model {text!r}: expected SOURCE or SOURCE=NAME[,NAME...]")
         return cls(source.strip(), aliases)
 
+    @classmethod
+    def from_mapping(cls, item: dict[str, Any]) -> BaseSource:
+        """A ``--config`` entry ``{source, names?, chat-template?}`` (``names``: a list, or names
+        separated by commas)."""
+        unknown = sorted(set(item) - {"source", "names", "chat-template"})
+        if unknown or not isinstance(item.get("source"), str):
+            raise BaseModelError(
+                f"base-model {item!r}: expected a mapping of source and, optionally, names and chat-template"
+            )
+        names = item.get("names") or []
+        names = names.split(",") if isinstance(names, str) else [str(n) for n in names]
+        source = cls.parse(item["source"] + ("=" + ",".join(names) if names else ""))
+        template = item.get("chat-template")
+        return cls(source.source, source.names, read_template(str(template)) if template else None)
+
     def is_hub_id(self) -> bool:
         return not Path(self.source).expanduser().exists() and bool(_HUB_ID.match(self.source))
 
@@ -51,6 +75,23 @@ class BaseSource:
         if self.names:
             return self.names
         return (self.source,) if self.is_hub_id() else (folder.name,)
+
+
+def read_template(value: str) -> str:
+    """A ``--chat-template`` value as vLLM reads it: a file's text, else the value itself when it is
+    a template in one line; checked to compile (jinja2's sandbox)."""
+    path = Path(value).expanduser()
+    if path.is_file():
+        text = path.read_text()
+    elif "{{" in value or "{%" in value:
+        text = value
+    else:
+        raise BaseModelError(f"--chat-template {value!r}: no such file, and not a template")
+    try:
+        check_template(text)
+    except TemplateError as exc:
+        raise BaseModelError(f"--chat-template {value!r}: {exc}") from None
+    return text
 
 
 @dataclass(frozen=True)

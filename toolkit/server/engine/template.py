@@ -11,7 +11,7 @@ from jinja2 import Template, TemplateError
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["TemplateError", "render_chat"]
+__all__ = ["TemplateError", "check_template", "render_chat"]
 
 
 def _raise(message: str) -> None:
@@ -29,6 +29,11 @@ def _compile(source: str) -> Template:
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env.from_string(source)
+
+
+def check_template(source: str) -> None:
+    """A :class:`TemplateError` (with the line) if ``source`` is not a template jinja2 compiles."""
+    _compile(source)
 
 
 def render_chat(

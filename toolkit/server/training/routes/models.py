@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from ....types.training import DeleteModelResponse, Model, ModelCreate
 from ...auth import CurrentUser
 from ...chat.model_names import served_names
+from ...engine.model import serve_hint
 from ...errors import Unprocessable
 from .. import lora
 from ..context import Training
@@ -24,9 +25,11 @@ def create_model(
 ) -> Model:
     spec = training.base_models.get(req.base_model)
     if spec is None:
+        hint = serve_hint(req.base_model)
         raise Unprocessable(
             ["body", "base_model"],
-            f"unknown base model {req.base_model!r}; {served_names(training.base_models)}",
+            f"unknown base model {req.base_model!r}; {served_names(training.base_models)}"
+            + (f"; {hint}" if hint else ""),
         )
     settings = lora.settings_for(req)
     unknown = lora.unknown_targets(settings, spec.folder) if settings else []
