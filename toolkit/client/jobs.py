@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import PrivateAttr
 
 from .._progress import ProgressBar
-from ..types.job_warnings import STALE_GROUPS, group_versions, stale_groups
+from ..types.job_warnings import DUPLICATE_JOB_NAMES, STALE_GROUPS, group_versions, stale_groups
 from ..types.training import TERMINAL_EVENTS, Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
 from ._errors import APIConnectionError, ConflictError, OneLine
 from ._pagination import AsyncPaginator, CursorPage
@@ -93,10 +93,11 @@ def refused_twin() -> Iterator[None]:
     try:
         yield
     except ConflictError as refused:
-        body = refused.body if isinstance(refused.body, dict) else {}
-        if not isinstance(body.get("job_id"), str):
+        detail = refused.body.get("detail") if isinstance(refused.body, dict) else None
+        twin = DUPLICATE_JOB_NAMES.match(detail) if isinstance(detail, str) else None
+        if twin is None:
             raise
-        raise DuplicateTrainingJob(refused, body["job_id"], str(body.get("status"))) from None
+        raise DuplicateTrainingJob(refused, twin["job_id"], twin["status"]) from None
 
 
 def _warn(job_id: str, message: str, stacklevel: int = 3) -> None:

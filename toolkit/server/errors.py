@@ -106,7 +106,7 @@ def error_response(
     elif service == "traces":
         body = {"reason": message if isinstance(message, str) else str(message), **(extra or {})}
     else:
-        body = {"detail": message, **(extra or {})}
+        body = {"detail": message}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, headers=headers)
 

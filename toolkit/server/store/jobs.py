@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...types.job_warnings import WarningCode
+from ...types.job_warnings import DUPLICATE_JOB, WarningCode
 from ...types.training import EventType, JobKind, TrainingJob, TrainingJobEvent
 from ..errors import Conflict, NotFound, Unprocessable
 from .common import new_id, now_iso
@@ -107,13 +107,7 @@ class Jobs:
         )
         same = next((r for r in rows if r["request"] and twin(r["request"])), None)
         if same is not None:
-            raise Conflict(
-                f"training job {same['id']} ({same['status']}) of model {model_id} has this same request:"
-                " another would train the model on it again. Follow or cancel that job, or pass"
-                " allow_duplicate=true to start a second one",
-                job_id=same["id"],
-                status=same["status"],
-            )
+            raise Conflict(DUPLICATE_JOB.format(job_id=same["id"], status=same["status"], model_id=model_id))
 
     def get(self, user: User, job_id: str) -> TrainingJob:
         row = self.db.conn.execute(
