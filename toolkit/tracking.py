@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .client._errors import OneLine
+from .client import OneLine
 from .frames import flatten
 from .lineage import checkpoint_records, lineage_frame
 

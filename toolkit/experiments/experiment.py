@@ -18,8 +18,7 @@ from pydantic import ValidationError
 
 from .. import tracking
 from .._version import __version__
-from ..client import AsyncClient, Client, UnsupportedOperation, _links
-from ..client._errors import OneLine
+from ..client import AsyncClient, Client, OneLine, UnsupportedOperation, _links
 from ..client._transport import Config
 from ..seeding import use_default_seed
 from ..types.chat import ChatCompletion
