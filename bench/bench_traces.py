@@ -470,6 +470,8 @@ def main() -> None:
         print(json.dumps(weave_side(args.weave_side, args.repeats, args.weave_timed_calls)))
         return
     weave = None if args.ours_only else args.weave_python
+    if weave is not None and not Path(weave).exists():
+        parser.error(f"no Weave interpreter at {weave}: build it (scripts/_weave_env.sh) or pass --ours-only")
     if args.scaling:
         sizes = [int(n) for n in args.scaling.split(",")]
         runs = {
