@@ -4,10 +4,9 @@
     .venv/bin/python bench/bench_traces.py --scaling 10000,100000,1000000 [--weave-up-to 100000]
 
 Weave's SQLite server needs packages of its ``trace-server`` extra that its wheel does not declare
-for the default install; a separate venv keeps them out of ours:
+for the default install; a separate venv keeps them out of ours (``scripts/test`` builds it):
 
-    python -m venv .venv-weave && .venv-weave/bin/pip install weave==0.52.38 ddtrace \
-        opentelemetry-proto emoji sqlparse redis clickhouse-connect
+    python -m venv .venv-weave && .venv-weave/bin/pip install -r bench/weave-requirements.txt
 
 Ours: ``toolkit serve`` on a temporary data folder, measured over HTTP (loopback). Weave's:
 ``weave.trace_server.sqlite_trace_server.SqliteTraceServer`` (weave==0.52.38) called in-process,
@@ -23,9 +22,8 @@ Weave's client makes them):
   machine).
 Prints a Markdown table with ratios (the figures of docs/performance.md). ``--scaling``: a run at each
 size (Weave's up to ``--weave-up-to``), a table, and two log-log figures in ``--charts`` (default
-docs/figures). ``--smoke``: 1,000 calls and 3 queries per p50, in seconds (the test suite runs it with
-``--ours-only``: the Weave venv is built from PyPI, so CI has none offline); ``--ours-only`` leaves
-Weave's column ``not run``.
+docs/figures). ``--smoke``: 1,000 calls and 3 queries per p50, in seconds (the test suite runs both
+sides so, tests/bench/test_bench_traces.py); ``--ours-only`` leaves Weave's column ``not run``.
 """
 
 from __future__ import annotations
@@ -472,6 +470,8 @@ def main() -> None:
         print(json.dumps(weave_side(args.weave_side, args.repeats, args.weave_timed_calls)))
         return
     weave = None if args.ours_only else args.weave_python
+    if weave is not None and not Path(weave).exists():
+        parser.error(f"no Weave interpreter at {weave}: build it (scripts/_weave_env.sh) or pass --ours-only")
     if args.scaling:
         sizes = [int(n) for n in args.scaling.split(",")]
         runs = {

@@ -13,6 +13,7 @@ from ._version import __version__
 from .client import (
     AsyncClient,
     Client,
+    DuplicateTrainingJob,
     TrainingJobFailed,
     TrainingJobInterrupted,
     TrainingJobWarning,
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AsyncClient",
     "Client",
+    "DuplicateTrainingJob",
     "GatherError",
     "GatherWarning",
     "TrainingJobFailed",

@@ -3,7 +3,8 @@
 
 Steps are whole numbers (:func:`step_axis`); a score or share that lies in [0, 1] is drawn on [0, 1],
 a metric that barely moves is drawn flat, at least its :data:`MIN_SPAN` tall (:func:`value_range`);
-``mean ± std`` bands stop at the values seen (:func:`band_edges`).
+bands (``mean ± std``, a t-interval) stop at the values seen and at the values the metric can take
+(:func:`band_edges`, :func:`possible_range`: no entropy below 0, no share above 1).
 """
 
 from __future__ import annotations
@@ -33,6 +34,26 @@ MIN_SPAN: dict[str, tuple[float, float]] = {
     "throughput/tokens_per_s": (0.2, 0.0),
     "reward": (0.0, 0.1),
 }
+
+
+# What a metric can take, by its name (after FROM_CHECKPOINT): shares lie in [0, 1]; spreads, counts,
+# lengths, times, rates, entropies and norms are not negative. Rewards, losses, KL estimates: unbounded.
+SHARES = ("frac_", "fraction", "clip_ratio/", "clipped_ratio", "exception_rate", "success", "accuracy")
+NOT_NEGATIVE = (
+    "entropy", "grad_norm", "learning_rate", "_std", "std_dev", "num_", "tokens", "length", "timing_s/",
+    "throughput/", "importance_ratio",
+)  # fmt: skip
+
+
+def possible_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take, read off its name: [0, 1] for a share (:data:`SHARES`), [0, inf)
+    for what cannot be negative (:data:`NOT_NEGATIVE`), else unbounded."""
+    name = FROM_CHECKPOINT.get(metric, metric)
+    if any(part in name for part in SHARES):
+        return 0.0, 1.0
+    if any(part in name for part in NOT_NEGATIVE):
+        return 0.0, math.inf
+    return -math.inf, math.inf
 
 
 def _metric(name: str) -> str:
@@ -97,13 +118,20 @@ def step_axis(fig: go.Figure, steps: Sequence[float] | np.ndarray, **cell: Any) 
 
 
 def band_edges(
-    mean: np.ndarray, std: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None
+    mean: np.ndarray,
+    std: np.ndarray,
+    low: np.ndarray | None = None,
+    high: np.ndarray | None = None,
+    *,
+    metric: str = "",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``mean - std`` and ``mean + std``, clipped to the observed ``low``/``high`` of each step where
-    known: a reward in [0, 1] never gets a band above 1."""
+    """``mean - std`` and ``mean + std`` (any half-width), clipped to the observed ``low``/``high`` of
+    each step where known (a reward in [0, 1] never gets a band above 1) and to the values ``metric``
+    can take (:func:`possible_range`: an entropy's band never goes below 0)."""
     lower, upper = mean - std, mean + std
     if low is not None:
         lower = np.where(np.isfinite(low), np.maximum(lower, low), lower)
     if high is not None:
         upper = np.where(np.isfinite(high), np.minimum(upper, high), upper)
-    return lower, upper
+    floor, ceiling = possible_range(metric)
+    return np.maximum(lower, floor), np.minimum(upper, ceiling)

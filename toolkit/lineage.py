@@ -155,7 +155,8 @@ def lineage_frame(client: Client, model_ids: Iterable[str]) -> pd.DataFrame:
     (None for a base), ``kind`` (``base``, ``checkpoint``, ``deleted``), the job that made it
     (``job_id``, ``job_kind``, flattened ``config``, ``seed``), its ``metrics``, ``trained``,
     ``digest`` (from records) and ``source`` (where its parent came from: ``records``, ``jobs`` or
-    ``checkpoints``, the step before)."""
+    ``checkpoints``, the step before). ``step`` and ``seed`` are whole numbers (``Int64``, ``<NA>``
+    where there is none)."""
     rows: list[dict[str, Any]] = []
     for model_id in dict.fromkeys(model_ids):
         model = client.models.retrieve(model_id)
@@ -180,5 +181,7 @@ def lineage_frame(client: Client, model_ids: Iterable[str]) -> pd.DataFrame:
         mine = _rows(client, model, checkpoints, jobs)
         rows += mine + _deleted(model, mine)
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    for column in ("step", "seed"):  # whole numbers, exact (a float column would show 6.87e+18)
+        frame[column] = pd.array([row.get(column) for row in rows], dtype="Int64")
     frame["parent"] = frame["parent"].astype(object).where(frame["parent"].notna(), None)
     return frame

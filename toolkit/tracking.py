@@ -7,12 +7,14 @@ model id read through a client. It logs
 
 - the **config**: the experiment's name, seed, source and deployment, and each job's request
   (``jobs.<n>.<kind>.<key>``); for a model, its base and each step's job config (``steps.<N>.<key>``);
-- the **per-step metrics**: each checkpoint's metrics at its step (``<model name>/<metric>`` when
-  the source has several models);
+- the **per-step metrics**: each checkpoint's metrics at its step, under the checkpoint's names
+  (``train/reward``, ``loss/train``: what ``tk.research.sweep`` reports too), ``<model name>/<metric>``
+  when the source has several models;
 - the **record**: the whole JSON (the exported experiment, or the model's checkpoint records) as
   ``record.json``, a W&B artifact of type ``experiment-record`` or an MLflow run artifact.
 
-``tk.tracking.track(["wandb", "mlflow"], source)`` starts a run of each, logs and finishes it.
+``tk.tracking.track(["wandb", "mlflow"], source)`` starts a run of each, logs and finishes it; one
+tracker failing does not stop the others (:class:`TrackingError` names it after they ran).
 ``wandb`` and ``mlflow`` (``pip install 'rl-notebook-toolkit[tracking]'``) are imported only here,
 when a run is logged: ``import toolkit`` imports neither.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .client import OneLine
 from .frames import flatten
 from .lineage import checkpoint_records, lineage_frame
 
@@ -37,6 +40,21 @@ INSTALL = "pip install 'rl-notebook-toolkit[tracking]'"
 MLFLOW_PARAM_VALUE = 6000  # MLflow's longest param value; longer ones are cut (the record has them whole)
 MLFLOW_BATCH = (100, 1000)  # params, metrics per log_batch
 RECORD_FILE = "record.json"
+TRACKERS = ("wandb", "mlflow")
+ARTIFACT_REFERENCE = "wandb-artifact://"  # a config string W&B would resolve as an artifact it uses
+
+
+class TrackingError(OneLine, RuntimeError):
+    """Logging failed on some trackers after every tracker was tried: ``failed`` holds each one's
+    error (the first line of each in the message), ``runs`` the ids of the runs that were logged."""
+
+    def __init__(self, failed: Mapping[str, BaseException], runs: Mapping[str, str]) -> None:
+        errors = "; ".join(
+            f"{kind}: {type(e).__name__}: {next(iter(str(e).splitlines()), '')}" for kind, e in failed.items()
+        )
+        logged = ", ".join(f"{kind} run {run_id}" for kind, run_id in runs.items()) or "nothing"
+        super().__init__(f"logging failed to {errors} (logged: {logged})")
+        self.failed, self.runs = dict(failed), dict(runs)
 
 
 @dataclass
@@ -64,7 +82,8 @@ def _experiment(doc: Mapping[str, Any]) -> Tracked:
         prefix = f"{entry['model']['name']}/" if len(models) > 1 else ""
         for record in entry.get("records", []):
             values = {prefix + k: float(v) for k, v in (record.get("metrics") or {}).items()}
-            metrics.setdefault(int(record["step"]), {}).update(values)
+            if values:  # step 0 (the base) has none
+                metrics.setdefault(int(record["step"]), {}).update(values)
     return Tracked(str(doc.get("name", "experiment")), config, metrics, dict(doc))
 
 
@@ -126,7 +145,7 @@ def log_wandb(run: Any, source: Any, client: Client | None = None) -> Tracked:
     artifact of type ``experiment-record``."""
     wandb = _require("wandb")
     found = tracked(source, client)
-    run.config.update(found.config, allow_val_change=True)
+    _wandb_config(run, found.config)
     for step in sorted(found.metrics):
         run.log(found.metrics[step], step=step)
     artifact = wandb.Artifact(re.sub(r"[^\w.-]", "-", f"{found.name}-record"), type="experiment-record")
@@ -134,6 +153,19 @@ def log_wandb(run: Any, source: Any, client: Client | None = None) -> Tracked:
         json.dump(found.record, f, sort_keys=True)
     run.log_artifact(artifact)
     return found
+
+
+def _wandb_config(run: Any, config: Mapping[str, Any]) -> None:
+    """``run.config.update(config)``, the values W&B would take for artifact references kept as the
+    plain strings they are: W&B resolves a ``wandb-artifact://`` string (an SFT job's
+    ``training_data_url``) through its API as an artifact the run uses, which fails offline (no API
+    key) and names another thing than a local server's upload. W&B has no public switch for this, so
+    those values go to the run through the config's own callback, as ``update`` sends the rest."""
+    references = {k: v for k, v in config.items() if isinstance(v, str) and v.startswith(ARTIFACT_REFERENCE)}
+    run.config.update({k: v for k, v in config.items() if k not in references}, allow_val_change=True)
+    if references:
+        run.config._items.update(references)
+        run.config._callback(data=references)
 
 
 def log_mlflow(
@@ -164,6 +196,15 @@ def log_mlflow(
     return found
 
 
+def check_trackers(to: Sequence[str]) -> None:
+    """Refuse anything but a list of :data:`TRACKERS` (a bare string too: its letters are no list)."""
+    if isinstance(to, str) or not isinstance(to, Sequence):
+        raise TypeError(f"give the trackers as a list, e.g. ['wandb', 'mlflow'], not {to!r}")
+    unknown = [kind for kind in to if kind not in TRACKERS]
+    if unknown:
+        raise ValueError(f"track to {' or '.join(map(repr, TRACKERS))}, not {unknown[0]!r}")
+
+
 def track(
     to: Sequence[str],
     source: Any,
@@ -175,29 +216,48 @@ def track(
     """Log ``source`` to a new run of each tracker in ``to`` (``"wandb"``, ``"mlflow"``), named after
     it, and finish the run: what ``tk.experiment(..., track=[...])`` does on exit. ``init`` goes to
     ``wandb.init`` (e.g. ``mode="offline"``, ``project=``); ``tracking_uri`` to MLflow. Returns each
-    tracker's run id."""
+    tracker's run id. A tracker that fails does not stop the others: after all were tried,
+    :class:`TrackingError` names each failure (its ``runs``: the ids of those logged)."""
+    check_trackers(to)
     found = tracked(source, client)
     ids: dict[str, str] = {}
+    failed: dict[str, BaseException] = {}
     for kind in to:
-        if kind == "wandb":
-            run = _require("wandb").init(name=found.name, **{"project": "toolkit", **init})
-            log_wandb(run, found)
-            ids[kind] = run.id
-            run.finish()
-        elif kind == "mlflow":
-            _require("mlflow")
-            from mlflow.tracking import MlflowClient
-
-            store = MlflowClient(tracking_uri)
-            experiment = store.get_experiment_by_name(found.name)
-            exp_id = experiment.experiment_id if experiment else store.create_experiment(found.name)
-            run = store.create_run(exp_id, run_name=found.name)
-            log_mlflow(run.info.run_id, found, tracking_uri=tracking_uri)
-            store.set_terminated(run.info.run_id)
-            ids[kind] = run.info.run_id
-        else:
-            raise ValueError(f"track to 'wandb' or 'mlflow', not {kind!r}")
+        try:
+            ids[kind] = _track_wandb(found, init) if kind == "wandb" else _track_mlflow(found, tracking_uri)
+        except Exception as error:  # reported with the others, after every tracker ran
+            failed[kind] = error
+    if failed:
+        raise TrackingError(failed, ids) from next(iter(failed.values()))
     return ids
+
+
+def _track_wandb(found: Tracked, init: Mapping[str, Any]) -> str:
+    run = _require("wandb").init(name=found.name, **{"project": "toolkit", **init})
+    try:
+        log_wandb(run, found)
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    run.finish()
+    return str(run.id)
+
+
+def _track_mlflow(found: Tracked, tracking_uri: str | None) -> str:
+    _require("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    store = MlflowClient(tracking_uri)
+    experiment = store.get_experiment_by_name(found.name)
+    exp_id = experiment.experiment_id if experiment else store.create_experiment(found.name)
+    run_id = str(store.create_run(exp_id, run_name=found.name).info.run_id)
+    try:
+        log_mlflow(run_id, found, tracking_uri=tracking_uri)
+    except BaseException:
+        store.set_terminated(run_id, status="FAILED")
+        raise
+    store.set_terminated(run_id)
+    return run_id
 
 
 def log_to(run: Any, source: Any, client: Client | None = None, **options: Any) -> Tracked:

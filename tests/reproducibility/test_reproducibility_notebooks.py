@@ -4,7 +4,8 @@ byte-identical checkpoints (sha256 of every weight file of every step).
 
 Both runs are quick passes (``TOOLKIT_NOTEBOOK_QUICK=1``) with torch on one thread
 (``TOOLKIT_TORCH_THREADS=1``; docs/training.md, "What is bit for bit", says what changes with the
-thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run (03 and 07).
+thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run (03, 07 and 10;
+10 sets no flag beyond its seeds: a seeded job recomputes its old logprobs by default).
 The runs use data folders of their own, not the session's, so this file stays out of the notebook
 group that ``conftest.py`` keeps on one worker.
 """
@@ -25,7 +26,7 @@ import pytest
 import toolkit as tk
 from support.notebook_support import NOTEBOOKS, run_notebook
 
-SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop", "07_agent")]
+SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop", "07_agent", "10_reproducibility")]
 
 
 def stop_servers(folder: Path) -> None:

@@ -1,6 +1,7 @@
 """Seeds swept: ``tk.research.sweep``, the t-interval band of ``tk.plots.mean_band`` and ``RunCompare``
-over configs of several seeds; unit tests on the figure objects and widget state, then a sweep of a
-tiny RL recipe (3 seeds, 2 RL steps each) over HTTP against the real local server."""
+over configs of several seeds; unit tests on the figure objects and widget state (the table's
+interval is the band's, clipped alike), then a sweep of a tiny RL recipe (3 seeds, 2 RL steps each)
+over HTTP against the real local server, its metrics under the checkpoints' names."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import pytest
 import toolkit as tk
 from conftest import LocalServer
 from support.tracking_helpers import RANDOM_BASE, new_model, rl_steps
+from toolkit import seeding
 from toolkit._stats import mean_interval, t_quantile
-from toolkit.research.sweep import long_frame, mean_ci_table
+from toolkit.research.sweep import ci_column, long_frame, mean_ci_table
 from toolkit.rollouts import gather
 from toolkit.tasks import reverse
 
@@ -108,6 +110,21 @@ def test_a_recipes_unseeded_gather_takes_the_sweeps_seed(server: LocalServer) ->
     assert first == again != other
 
 
+def test_the_seed_is_the_default_seed_of_what_the_recipe_leaves_unseeded() -> None:
+    """Words drawn without a seed are the same for a seed swept twice and others for another seed;
+    outside the sweep no default seed is open."""
+    drawn: list[list[str]] = []
+
+    def recipe(seed: int) -> pd.DataFrame:
+        drawn.append(reverse.sample_words(4))  # no seed: the sweep's decides
+        return pd.DataFrame({"step": [1], "default": [seeding.default_seed()]})
+
+    result = tk.research.sweep(recipe, seeds=[7, 9, 7])
+    assert result.frame["value"].tolist() == [7, 9, 7]
+    assert drawn[0] == drawn[2] != drawn[1]
+    assert seeding.default_seed() is None
+
+
 def bands(fig: go.Figure) -> list[go.Scatter]:
     return [t for t in fig.data if t.fill == "toself"]
 
@@ -153,9 +170,9 @@ def test_run_compare_of_configs_over_seeds() -> None:
     table = compare.seed_summary
     assert list(table["config"]) == ["low", "high"] and set(table["step"]) == {3} and set(table["n"]) == {3}
     expected = mean_ci_table(sweeps, "reward")
-    assert list(table["mean ± 95% CI"]) == list(expected["mean ± 95% CI"])
+    assert list(table[ci_column(0.95)]) == list(expected[ci_column(0.95)])
     assert table["mean"].iloc[1] - table["mean"].iloc[0] == pytest.approx(0.4, abs=0.1)
-    assert "low" in compare.seed_table.value and "± " in compare.seed_table.value
+    assert "low" in compare.seed_table.value and "mean [95% CI]" in compare.seed_table.value
     assert len(bands(compare.reward_plot.figure)) == 2
     assert compare.summary().startswith("RunCompare over seeds: reward at step 3: low ")
     compare.metric.value = "reward_max"
@@ -176,6 +193,55 @@ def test_run_compare_of_configs_over_seeds() -> None:
     alone.close()
 
 
+NEAR_EDGES = {  # per seed: a reward near its observed max of 1, an entropy and a token count near 0
+    0: {"train/reward": 0.80, "reward_max": 1.0, "loss/entropy": 0.01, "data/step_num_tokens": 5.0},
+    1: {"train/reward": 0.99, "reward_max": 1.0, "loss/entropy": 0.20, "data/step_num_tokens": 200.0},
+    2: {"train/reward": 1.00, "reward_max": 1.0, "loss/entropy": 0.02, "data/step_num_tokens": 10.0},
+}
+
+
+def near_edges(seed: int) -> pd.DataFrame:
+    return pd.DataFrame([{"step": 1, **NEAR_EDGES[seed % 3]}])
+
+
+def band_at(fig: go.Figure, step: int) -> tuple[float, float]:
+    """(low, high) of a mean band's area at ``step``."""
+    (band,) = bands(fig)
+    x, y = np.asarray(band.x, dtype=float), np.asarray(band.y, dtype=float)
+    at = np.flatnonzero(x == step)
+    return float(y[at].min()), float(y[at].max())
+
+
+def test_the_tables_interval_is_the_bands_clipped_where_the_band_is() -> None:
+    """Three seeds' t-intervals reach past 1 (a reward seen at most 1) and below 0 (an entropy, a
+    token count): the summary, the config table and the figure stop at the same edges."""
+    result = tk.research.sweep(near_edges, seeds=[0, 1, 2])
+    crossing = {"train/reward": "ci_high", "loss/entropy": "ci_low", "data/step_num_tokens": "ci_low"}
+    for metric, edge in crossing.items():
+        values = [NEAR_EDGES[s][metric] for s in (0, 1, 2)]
+        mean, half, _ = mean_interval(values)
+        assert mean + half > 1.0 if edge == "ci_high" else mean - half < 0.0  # the raw interval crosses
+        row = result.summary(metric)
+        assert row[edge] == (1.0 if edge == "ci_high" else 0.0)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(band_at(result.figure(metric), 1))
+        table = mean_ci_table({"a": result, "b": result}, metric)
+        assert list(table["ci_low"]) == [row["ci_low"]] * 2 and list(table["ci_high"]) == [row["ci_high"]] * 2
+        assert table[ci_column(0.95)].iloc[0] == f"{mean:.3g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]"
+
+
+def test_run_compare_shows_reward_first_and_no_band_below_what_a_metric_can_take() -> None:
+    sweeps = {"a": tk.research.sweep(near_edges, [0, 1, 2]), "b": tk.research.sweep(near_edges, [1, 2, 3])}
+    compare = tk.widgets.RunCompare(None, configs=sweeps)  # type: ignore[arg-type]
+    compare.load()
+    assert compare.metric.value == compare.reward_metric == "train/reward"  # not entropy
+    assert set(compare.seed_summary["metric"]) == {"train/reward"}
+    compare.metric.value = "loss/entropy"
+    for band in bands(compare.metric_plot.figure):
+        assert min(band.y) >= 0.0
+    assert min(compare.seed_summary["ci_low"]) == 0.0
+    compare.close()
+
+
 # ----------------------------------------------------------------------------- over the real server
 
 
@@ -194,7 +260,8 @@ def test_sweep_of_a_tiny_rl_recipe_over_the_real_server(server: LocalServer) -> 
     with server.client() as client:
         result = tk.research.sweep(rl_recipe(client, 1e-4), seeds=[0, 1, 2], client=client)
         assert sorted(result.model_ids) == [0, 1, 2] and len(set(result.model_ids.values())) == 3
-        rewards = result.frame[result.frame["metric"] == "reward"]
+        assert {"train/reward", "loss/train", "reward_min", "reward_max"} <= set(result.metrics)
+        rewards = result.frame[result.frame["metric"] == "train/reward"]
         assert sorted(rewards["step"].unique()) == [1, 2] and rewards.groupby("step")[
             "seed"
         ].nunique().tolist() == [3, 3]
@@ -204,20 +271,21 @@ def test_sweep_of_a_tiny_rl_recipe_over_the_real_server(server: LocalServer) -> 
             }
             mine = rewards[rewards["seed"] == seed]
             assert dict(zip(mine["step"], mine["value"], strict=True)) == stored
-        fig = result.figure("reward")
+        fig = result.figure("train/reward")
         assert len([t for t in fig.data if " seed " in (t.name or "")]) == 3
         again = tk.research.sweep(rl_recipe(client, 1e-4), seeds=[0], client=client)  # the same seed, again
         first = rewards[rewards["seed"] == 0]["value"].tolist()
-        assert again.frame[again.frame["metric"] == "reward"]["value"].tolist() == first
-        compare = tk.widgets.RunCompare(
-            client, configs={"lr 1e-4": result, "again": list(again.model_ids.values())}, metric="reward"
-        )
-        compare.load()
+        assert again.frame[again.frame["metric"] == "train/reward"]["value"].tolist() == first
+        configs = {"lr 1e-4": result, "again": list(again.model_ids.values())}
+        compare = tk.widgets.RunCompare(client, configs=configs)
+        compare.load()  # the default metric, reward: the checkpoints' train/reward
+        assert compare.metric.value == compare.reward_metric == "train/reward"
+        assert compare.seed_summary["metric"].iloc[0] == "train/reward"
         assert compare.names == ["lr 1e-4", "again"] and [r.name for r in compare.runs] == [
             "lr 1e-4",
             "again",
         ]
         assert list(compare.seed_summary["n"]) == [3, 1] and compare.seed_summary["step"].iloc[0] == 2
-        assert compare.seed_summary["mean ± 95% CI"].iloc[1].endswith("± n/a")  # one seed: no interval
+        assert compare.seed_summary[ci_column(0.95)].iloc[1].endswith(" [n/a]")  # one seed: no interval
         assert compare.checkpoints(2) == [f"{r.model.name}:step2" for r in compare.runs]
         compare.close()

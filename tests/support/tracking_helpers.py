@@ -19,9 +19,16 @@ def new_model(client: tk.Client, prefix: str, base: str = RANDOM_BASE) -> Model:
     )
 
 
-def rl_steps(client: tk.Client, model: Model, steps: int, seed: int, learning_rate: float = 1e-4) -> None:
+def rl_steps(
+    client: tk.Client,
+    model: Model,
+    steps: int,
+    seed: int,
+    learning_rate: float = 1e-4,
+    job_seed: int | None = None,
+) -> None:
     """``steps`` RL steps on ``model``, each of 2 words x 4 samples seeded from ``seed``, rewarded by
-    the answer's length (so groups differ and each step trains)."""
+    the answer's length (so groups differ and each step trains); ``job_seed``: each job's seed."""
     for _ in range(steps):
         step = client.models.retrieve(model.id).latest_step or 0
         served = tk.research.checkpoint_name(model, step)
@@ -42,7 +49,9 @@ def rl_steps(client: tk.Client, model: Model, steps: int, seed: int, learning_ra
                 score = len(out.choices[0].message.content or "") / reverse.MAX_TOKENS
                 samples.append(trajectory(messages, out, reward=score))
             groups.append(TrajectoryGroup(trajectories=samples))
-        config = {"learning_rate": learning_rate}
+        config: dict[str, float | int] = {"learning_rate": learning_rate}
+        if job_seed is not None:
+            config["seed"] = job_seed
         job = client.training_jobs.create(
             model_id=model.id, trajectory_groups=groups, experimental_config=config
         )

@@ -1,6 +1,8 @@
-"""Experiment tracking: a run's config, per-step metrics and record to a W&B offline run and to an
-MLflow file store, each read back from disk; a model trained on the real local server over HTTP, and
-an exported experiment's JSON. Without the packages, ``import toolkit`` imports neither."""
+"""Experiment tracking: a run's config, per-step metrics (the checkpoints' names, as the sweep's) and
+record to a W&B offline run and to an MLflow file store, each read back from disk; a model trained on the real
+local server over HTTP, an experiment with an SFT and an RL job, and an exported experiment's JSON.
+An SFT job's ``wandb-artifact://`` URL stays a string in W&B; one tracker failing does not stop the
+other. Without the packages, ``import toolkit`` imports neither."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import pytest
 import toolkit as tk
 from conftest import LocalServer
 from support.tracking_helpers import new_model, rl_steps
-from toolkit.tracking import RECORD_FILE, Tracked, tracked
+from toolkit.tasks import reverse
+from toolkit.tracking import RECORD_FILE, Tracked, TrackingError, tracked
 from toolkit.types.training import Model
 
 BLOCK = 32768  # the LevelDB log block of a .wandb file
@@ -49,6 +52,8 @@ def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
         monkeypatch.setenv(name, str(tmp_path / name.lower()))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)  # no key: W&B cannot go online
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
 
 
 @pytest.fixture
@@ -177,6 +182,9 @@ def test_a_model_goes_to_an_mlflow_file_store(trained: Trained, tmp_path: Path, 
     assert json.loads(Path(path).read_text()) == found.record
 
 
+DATA_URL = "wandb-artifact:///e/p/train-data:v0"  # W&B takes such a string for an artifact reference
+
+
 def exported_experiment() -> dict[str, Any]:
     """An exported experiment's JSON (``ExperimentRecord``): two models, one RL and one SFT job."""
     model = {"id": "m1", "entity": "e", "project": "p", "base_model": "toolkit/tiny-chat-1m"}
@@ -199,7 +207,7 @@ def exported_experiment() -> dict[str, Any]:
             {"job_id": "j1", "model_id": "m1", "kind": "rl", "data": {},
              "request": {"model_id": "m1", "experimental_config": {"learning_rate": 1e-4, "seed": 7}}},
             {"job_id": "j2", "model_id": "m2", "kind": "sft", "data": {},
-             "request": {"model_id": "m2", "training_data_url": "u", "config": {"batch_size": 4}}},
+             "request": {"model_id": "m2", "training_data_url": DATA_URL, "config": {"batch_size": 4}}},
         ],
     }  # fmt: skip
 
@@ -212,6 +220,7 @@ def test_an_exported_experiment_is_tracked_from_its_json_or_its_file(tmp_path: P
     assert found.config["deployment.name"] == "local"
     assert found.config["jobs.0.rl.experimental_config.learning_rate"] == 1e-4
     assert found.config["jobs.1.sft.config.batch_size"] == 4 and "jobs.1.sft.model_id" not in found.config
+    assert found.config["jobs.1.sft.training_data_url"] == DATA_URL
     assert found.metrics == {
         0: {"first/train/reward": 0.0, "second/train/reward": 0.0},
         1: {"first/train/reward": 0.25, "second/train/reward": 0.25},
@@ -237,18 +246,46 @@ def test_track_starts_logs_and_finishes_a_run_of_each(tmp_path: Path, mlflow_uri
     (sync_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
     config, history, _ = read_offline_run(sync_file)
     assert config["seed"] == 7 and history[2] == {"first/train/reward": 0.5}
+    assert config["jobs.1.sft.training_data_url"] == DATA_URL  # a string, not an artifact it used
     run = MlflowClient(mlflow_uri).get_run(ids["mlflow"])
     assert run.info.status == "FINISHED" and run.info.run_name == "repro"
     assert run.data.params["jobs.0.rl.experimental_config.learning_rate"] == "0.0001"
+    assert run.data.params["jobs.1.sft.training_data_url"] == DATA_URL
     assert run.data.metrics["second/train/reward"] == 0.25
     with pytest.raises(ValueError, match="'wandb' or 'mlflow'"):
         tk.tracking.track(["tensorboard"], doc)
+    with pytest.raises(TypeError, match="as a list"):
+        tk.tracking.track("wandb", doc)
 
 
 @pytest.mark.usefixtures("wandb_offline")
-def test_an_experiment_with_track_lands_in_both_when_it_closes(
+def test_one_tracker_failing_does_not_stop_the_other(tmp_path: Path, mlflow_uri: str) -> None:
+    """W&B online with no API key fails at ``wandb.init``; MLflow still gets its whole run, and the
+    error names the failure and the run that was logged, in one line."""
+    from mlflow.tracking import MlflowClient
+
+    doc = exported_experiment()
+    with pytest.raises(TrackingError) as failed:
+        tk.tracking.track(["wandb", "mlflow"], doc, tracking_uri=mlflow_uri, mode="online", dir=str(tmp_path))
+    (mlflow_run,) = failed.value.runs.values()
+    assert list(failed.value.failed) == ["wandb"] and list(failed.value.runs) == ["mlflow"]
+    line = (
+        "TrackingError: logging failed to wandb: UsageError: No API key configured. Use `wandb login` to"
+        f" log in. (logged: mlflow run {mlflow_run})"
+    )
+    assert failed.value._render_traceback_() == [line]
+    run = MlflowClient(mlflow_uri).get_run(mlflow_run)
+    assert run.info.status == "FINISHED" and run.data.metrics["second/train/reward"] == 0.25
+    assert run.data.params["jobs.1.sft.training_data_url"] == DATA_URL
+
+
+@pytest.mark.usefixtures("wandb_offline")
+def test_an_experiment_with_an_sft_and_an_rl_job_lands_in_both_when_it_closes(
     server: LocalServer, tmp_path: Path, mlflow_uri: str
 ) -> None:
+    """The README's recipe (an SFT warm start, then RL) under ``track=``: W&B keeps the SFT job's
+    ``wandb-artifact://`` data URL as the string it is (it went online to resolve it before), and
+    both stores hold the config and both steps' metrics."""
     from mlflow.tracking import MlflowClient
 
     options = {"tracking_uri": mlflow_uri, "mode": "offline", "dir": str(tmp_path)}
@@ -257,17 +294,49 @@ def test_an_experiment_with_track_lands_in_both_when_it_closes(
             "tracked-run", seed=3, client=client, track=["wandb", "mlflow"], track_options=options
         ) as exp:
             model = new_model(client, "experiment")
+            sft = client.sft_training_jobs.create_from_data(
+                model_id=model.id,
+                data=[reverse.conversation(w) for w in ("cat", "dog", "sun", "map")],
+                config={"batch_size": 2, "learning_rate": 1e-3},
+            )
+            sft.wait(progress=False)
             rl_steps(client, model, 1, seed=3, learning_rate=3e-4)
             assert exp.tracked_runs == {}  # nothing logged while it is open
-        reward = next(c for c in client.models.checkpoints.list(model.id) if c.step == 1).metrics[
-            "train/reward"
-        ]
+        metrics = {c.step: dict(c.metrics) for c in client.models.checkpoints.list(model.id) if c.step}
+        data_url = exp.record().jobs[0].request["training_data_url"]
+    assert data_url.startswith("wandb-artifact:///") and set(metrics[1]) != set(metrics[2])
     ids = exp.tracked_runs
     (sync_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
     config, history, artifacts = read_offline_run(sync_file)
     assert config["name"] == "tracked-run" and config["seed"] == 3
-    assert config["jobs.0.rl.experimental_config.learning_rate"] == pytest.approx(3e-4)
-    assert history[1]["train/reward"] == pytest.approx(reward) and len(artifacts) == 1
+    assert config["jobs.0.sft.training_data_url"] == data_url
+    assert config["jobs.1.rl.experimental_config.learning_rate"] == pytest.approx(3e-4)
+    assert history == {1: pytest.approx(metrics[1]), 2: pytest.approx(metrics[2])}
+    assert len(artifacts) == 1
     run = MlflowClient(mlflow_uri).get_run(ids["mlflow"])
     assert run.data.params["seed"] == "3" and run.info.run_name == "tracked-run"
-    assert run.data.metrics["train/reward"] == pytest.approx(reward)
+    assert run.data.params["jobs.0.sft.training_data_url"] == data_url
+    assert run.data.metrics["train/reward"] == pytest.approx(metrics[2]["train/reward"])
+    for key in ("loss/train", "train/reward"):
+        steps = MlflowClient(mlflow_uri).get_metric_history(ids["mlflow"], key)
+        assert {m.step: m.value for m in steps} == {
+            s: pytest.approx(m[key]) for s, m in metrics.items() if key in m
+        }
+
+
+@pytest.mark.usefixtures("wandb_offline")
+def test_an_experiment_whose_tracker_fails_keeps_the_runs_logged(
+    server: LocalServer, tmp_path: Path, mlflow_uri: str
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    options = {"tracking_uri": mlflow_uri, "mode": "online", "dir": str(tmp_path)}
+    with server.client() as client:
+        trackers = ["wandb", "mlflow"]
+        exp = tk.experiment("failing-tracker", seed=4, client=client, track=trackers, track_options=options)
+        with pytest.raises(TrackingError, match=r"^logging failed to wandb: UsageError"), exp:
+            model = new_model(client, "experiment")
+            rl_steps(client, model, 1, seed=4)
+    assert list(exp.tracked_runs) == ["mlflow"]
+    run = MlflowClient(mlflow_uri).get_run(exp.tracked_runs["mlflow"])
+    assert run.info.status == "FINISHED" and "train/reward" in run.data.metrics

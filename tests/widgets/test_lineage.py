@@ -149,3 +149,20 @@ def test_checkpoint_explorer_shows_the_lineage(runs: Runs) -> None:
     explorer.view.value = "metric"
     assert explorer.shown == "metric" and explorer.figure.layout.title.text == explorer.metric.value
     explorer.close()
+
+
+def test_steps_and_seeds_are_whole_numbers_in_the_frame_the_labels_and_the_hover(server: LocalServer) -> None:
+    """A job seed near 2**63 (derived seeds are 63-bit) reads back exactly, never as 6.9e+18."""
+    seed = 2**63 - 12345
+    with server.client() as client:
+        model = new_model(client, "lineage-integers")
+        rl_steps(client, model, 2, seed=4, learning_rate=1e-3, job_seed=seed)
+        tree = lineage_frame(client, [model.id])
+        (trace,) = [t for t in tk.plots.lineage(client, model.id).data if t.name == model.name]
+    assert str(tree["step"].dtype) == "Int64" and str(tree["seed"].dtype) == "Int64"
+    checkpoints = tree[tree["kind"] == "checkpoint"]
+    assert checkpoints["step"].tolist() == [0, 1, 2] and checkpoints["seed"].tolist()[1:] == [seed, seed]
+    assert pd.isna(checkpoints["seed"].iloc[0])  # step 0: the base, no job
+    assert list(trace.text) == ["0", "1", "2"]
+    assert f"<br>seed {seed}<br>" in trace.hovertext[1] and "e+18" not in trace.hovertext[1]
+    assert f"experimental_config.seed={seed}" in trace.hovertext[2]

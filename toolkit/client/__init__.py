@@ -10,6 +10,7 @@ from ._errors import (
     ConflictError,
     InternalServerError,
     NotFoundError,
+    OneLine,
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
@@ -22,8 +23,8 @@ from ._pagination import AsyncCursorPage, AsyncPaginator, CursorPage
 from .client import AsyncClient, Client
 from .connect import connect, connect_async
 from .deployment import Deployment
-from .jobs import TrainingJobFailed, TrainingJobInterrupted, TrainingJobWarning
-from .local_server import MissingServerExtra
+from .jobs import DuplicateTrainingJob, TrainingJobFailed, TrainingJobInterrupted, TrainingJobWarning
+from .local_server import MissingServerExtra, ServerNotStarted
 
 __all__ = [
     "APIConnectionError",
@@ -39,12 +40,15 @@ __all__ = [
     "ConflictError",
     "CursorPage",
     "Deployment",
+    "DuplicateTrainingJob",
     "InternalServerError",
     "MissingServerExtra",
     "NotFoundError",
+    "OneLine",
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
+    "ServerNotStarted",
     "ServiceUnavailableError",
     "StreamError",
     "TrainingJobFailed",

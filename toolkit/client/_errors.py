@@ -9,6 +9,14 @@ import httpx
 from ..types.errors import ValidationErrorItem
 
 
+class OneLine:
+    """Mixed into an error whose message says what went wrong and what to do: IPython shows it as one
+    line (``Name: message``), without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
 class APIError(Exception):
     """Base of every client error."""
 
@@ -43,35 +51,36 @@ class APIStatusError(APIError):
         self.detail: list[ValidationErrorItem] = _detail_items(body)
 
 
-class BadRequestError(APIStatusError):
+# A 4xx says what was wrong with the request: one line in IPython. A 5xx keeps its traceback.
+class BadRequestError(OneLine, APIStatusError):
     pass
 
 
-class AuthenticationError(APIStatusError):
+class AuthenticationError(OneLine, APIStatusError):
     pass
 
 
-class PermissionDeniedError(APIStatusError):
+class PermissionDeniedError(OneLine, APIStatusError):
     pass
 
 
-class NotFoundError(APIStatusError):
+class NotFoundError(OneLine, APIStatusError):
     pass
 
 
-class ConflictError(APIStatusError):
+class ConflictError(OneLine, APIStatusError):
     pass
 
 
-class RequestTooLargeError(APIStatusError):
+class RequestTooLargeError(OneLine, APIStatusError):
     pass
 
 
-class UnprocessableEntityError(APIStatusError):
+class UnprocessableEntityError(OneLine, APIStatusError):
     pass
 
 
-class RateLimitError(APIStatusError):
+class RateLimitError(OneLine, APIStatusError):
     pass
 
 
@@ -87,12 +96,9 @@ class StreamError(APIError):
     """An error event inside a stream that had already started (HTTP 200)."""
 
 
-class UnsupportedOperation(APIError):
+class UnsupportedOperation(OneLine, APIError):
     """The deployment lacks this operation (a local-server extension such as model listing); the
-    message names it and what to use instead. Shown as one line in IPython, without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+    message names it and what to use instead."""
 
 
 _BY_STATUS: dict[int, type[APIStatusError]] = {

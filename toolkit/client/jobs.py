@@ -10,6 +10,7 @@ stop button) a :class:`TrainingJobInterrupted` saying that the job keeps running
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -18,9 +19,9 @@ from typing import Any
 from pydantic import PrivateAttr
 
 from .._progress import ProgressBar
-from ..types.job_warnings import STALE_GROUPS, group_versions, stale_groups
+from ..types.job_warnings import DUPLICATE_JOB_NAMES, STALE_GROUPS, group_versions, stale_groups
 from ..types.training import TERMINAL_EVENTS, Checkpoint, TrainingJob, TrainingJobCreated, TrainingJobEvent
-from ._errors import APIConnectionError
+from ._errors import APIConnectionError, ConflictError, OneLine
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
 from .training_ops import op_cancel_job, op_checkpoint_page, op_event_page, op_get_job
@@ -56,7 +57,7 @@ class TrainingJobWarning(UserWarning):
     runs, but not as the user probably expects (nothing trained, groups sampled from an older policy)."""
 
 
-class TrainingJobInterrupted(KeyboardInterrupt):
+class TrainingJobInterrupted(OneLine, KeyboardInterrupt):
     """``wait()`` was interrupted; the job itself keeps running on the server. Shown as one line in
     IPython, without a traceback (the interrupt is the user's own, not an error of the toolkit)."""
 
@@ -68,8 +69,35 @@ class TrainingJobInterrupted(KeyboardInterrupt):
         )
         self.job_id = job_id
 
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+
+class DuplicateTrainingJob(ConflictError):
+    """A create refused because job ``job_id`` of the same model, with this same request, is still
+    queued or running (a re-run cell would train the model twice: docs/interfaces.md)."""
+
+    def __init__(self, refused: ConflictError, job_id: str, status: str) -> None:
+        super().__init__(
+            f"training job {job_id} ({status}) has this same model and request; another would train"
+            f" the model on it again. Follow it with client.training_jobs.handle({job_id!r}).wait(),"
+            f" cancel it with client.training_jobs.cancel({job_id!r}), or pass allow_duplicate=True"
+            " to start a second one.",
+            response=refused.response,
+            body=refused.body,
+        )
+        self.job_id = job_id
+
+
+@contextlib.contextmanager
+def refused_twin() -> Iterator[None]:
+    """Around a job create: the server's 409 naming a queued or running twin, as a
+    :class:`DuplicateTrainingJob`."""
+    try:
+        yield
+    except ConflictError as refused:
+        detail = refused.body.get("detail") if isinstance(refused.body, dict) else None
+        twin = DUPLICATE_JOB_NAMES.match(detail) if isinstance(detail, str) else None
+        if twin is None:
+            raise
+        raise DuplicateTrainingJob(refused, twin["job_id"], twin["status"]) from None
 
 
 def _warn(job_id: str, message: str, stacklevel: int = 3) -> None:

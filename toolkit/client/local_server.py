@@ -22,6 +22,7 @@ import httpx
 from filelock import FileLock
 
 from ..types.service import Health
+from ._errors import OneLine
 
 DEFAULT_DATA_DIR = Path("~/.toolkit")
 START_TIMEOUT = 120.0
@@ -30,12 +31,13 @@ EXIT_MISSING_EXTRA = 3  # exit code of `toolkit serve` when the server extra is 
 INSTALL_SERVER = "pip install 'rl-notebook-toolkit[server]'"
 
 
-class MissingServerExtra(ImportError):
-    """The local server needs the ``server`` extra; the message says how to get it or what else to do.
-    Shown as one line in IPython, without a traceback."""
+class MissingServerExtra(OneLine, ImportError):
+    """The local server needs the ``server`` extra; the message says how to get it or what else to do."""
 
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+
+class ServerNotStarted(OneLine, RuntimeError):
+    """The local server could not be started as asked (it exited, or one runs without the base models
+    asked for); the message says why, from its log, and what to do."""
 
 
 def missing_extra_message(module: str | None) -> str:
@@ -144,7 +146,7 @@ def _check_base_models(folder: Path, url: str, base_models: Sequence[str]) -> No
     served = [name for m in health.models or [] for name in (m.name, *m.aliases)]
     missing = [name for name in wanted if name not in served]
     if missing:
-        raise RuntimeError(
+        raise ServerNotStarted(
             f"the toolkit server of {folder} is already running without the base model "
             f"{', '.join(missing)} (it serves {', '.join(served)}); stop it (toolkit stop --data-dir "
             f"{folder}) and connect again to start it with the base models asked for"
@@ -179,7 +181,7 @@ def _start(folder: Path, timeout: float, base_models: Sequence[str] = (), device
         if proc.poll() is not None:
             if proc.returncode == EXIT_MISSING_EXTRA:
                 raise MissingServerExtra(_last_line(log_path))
-            raise RuntimeError(
+            raise ServerNotStarted(
                 f"the toolkit server exited with code {proc.returncode}: {_last_line(log_path)} "
                 f"(see {log_path})"
             )

@@ -30,7 +30,7 @@ from ..types.training import (
 from ..types.trajectories import StoredTrajectory
 from ._pagination import AsyncPaginator, CursorPage
 from ._transport import AsyncTransport, SyncTransport
-from .jobs import AsyncTrainingJobHandle, TrainingJobHandle, stale, stale_async
+from .jobs import AsyncTrainingJobHandle, TrainingJobHandle, refused_twin, stale, stale_async
 from .sft_data import SFTData, train_jsonl
 from .training_download import FolderDownload
 from .training_ops import (
@@ -176,12 +176,17 @@ class TrainingJobs:
         model_id: str,
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
+        allow_duplicate: bool = False,
     ) -> TrainingJobHandle:
         """Start an RL step over the groups; the handle follows the job (``wait()``, ``events()``).
-        Warns (``TrainingJobWarning``) when the groups were sampled from an older checkpoint."""
-        op = op_create_rl_job(model_id, trajectory_groups, experimental_config)
+        Warns (``TrainingJobWarning``) when the groups were sampled from an older checkpoint. Raises
+        :class:`DuplicateTrainingJob` naming a job of the model with this same request still queued or
+        running (a re-run cell), unless ``allow_duplicate`` (an extension)."""
+        op = op_create_rl_job(model_id, trajectory_groups, experimental_config, allow_duplicate)
         told = stale(self._t, model_id, op.json["trajectory_groups"])  # before the job can end
-        handle = self.handle(self._t.run(op).id, model_id)
+        with refused_twin():
+            created = self._t.run(op)
+        handle = self.handle(created.id, model_id)
         if told:
             handle.told_stale(told)
         return handle
@@ -214,8 +219,13 @@ class SFTTrainingJobs:
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
+        allow_duplicate: bool = False,
     ) -> TrainingJobHandle:
-        created = self._t.run(op_create_sft_job(model_id, training_data_url, config, experimental_config))
+        """Start an SFT job on uploaded data; refused as RL's ``create`` is, when a job of the model
+        with the same settings on the same data is still queued or running."""
+        op = op_create_sft_job(model_id, training_data_url, config, experimental_config, allow_duplicate)
+        with refused_twin():
+            created = self._t.run(op)
         return TrainingJobHandle.bind(created.id, self._t, model_id)
 
     def create_from_data(
@@ -226,9 +236,10 @@ class SFTTrainingJobs:
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
+        allow_duplicate: bool = False,
     ) -> TrainingJobHandle:
         """Extension: upload ``data`` (trajectories, message lists or a JSONL file) as
-        ``train.jsonl`` to the model's project, then start an SFT job on it."""
+        ``train.jsonl`` to the model's project, then start an SFT job on it (:meth:`create`)."""
         model = self._t.run(replace(op_get_model(model_id), extension=SFT_FROM_DATA))
         files = {"train.jsonl": train_jsonl(data)}
         upload = op_upload_artifact(model.project, files, model.entity, name, model_id)
@@ -238,6 +249,7 @@ class SFTTrainingJobs:
             training_data_url=artifact.url,
             config=config,
             experimental_config=experimental_config,
+            allow_duplicate=allow_duplicate,
         )
 
 
@@ -363,10 +375,13 @@ class AsyncTrainingJobs:
         model_id: str,
         trajectory_groups: Iterable[GroupLike],
         experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None = None,
+        allow_duplicate: bool = False,
     ) -> AsyncTrainingJobHandle:
-        op = op_create_rl_job(model_id, trajectory_groups, experimental_config)
+        op = op_create_rl_job(model_id, trajectory_groups, experimental_config, allow_duplicate)
         told = await stale_async(self._t, model_id, op.json["trajectory_groups"])
-        handle = self.handle((await self._t.run(op)).id, model_id)
+        with refused_twin():
+            created = await self._t.run(op)
+        handle = self.handle(created.id, model_id)
         if told:
             handle.told_stale(told)
         return handle
@@ -396,10 +411,11 @@ class AsyncSFTTrainingJobs:
         training_data_url: str,
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
+        allow_duplicate: bool = False,
     ) -> AsyncTrainingJobHandle:
-        created = await self._t.run(
-            op_create_sft_job(model_id, training_data_url, config, experimental_config)
-        )
+        op = op_create_sft_job(model_id, training_data_url, config, experimental_config, allow_duplicate)
+        with refused_twin():
+            created = await self._t.run(op)
         return AsyncTrainingJobHandle.bind(created.id, self._t, model_id)
 
     async def create_from_data(
@@ -410,6 +426,7 @@ class AsyncSFTTrainingJobs:
         config: SFTTrainingConfig | Mapping[str, Any] | None = None,
         experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
         name: str | None = None,
+        allow_duplicate: bool = False,
     ) -> AsyncTrainingJobHandle:
         model = await self._t.run(replace(op_get_model(model_id), extension=SFT_FROM_DATA))
         files = {"train.jsonl": train_jsonl(data)}
@@ -420,6 +437,7 @@ class AsyncSFTTrainingJobs:
             training_data_url=artifact.url,
             config=config,
             experimental_config=experimental_config,
+            allow_duplicate=allow_duplicate,
         )
 
 

@@ -246,10 +246,17 @@ def op_delete_checkpoints(model_id: str, steps: Sequence[int]) -> Op[DeleteCheck
     )
 
 
+def _duplicate(allow_duplicate: bool) -> dict[str, Any] | None:
+    """The query of a job create: ``allow_duplicate=true`` (an extension: a server without it ignores
+    it) only when asked for, so the request is ART's otherwise."""
+    return {"allow_duplicate": "true"} if allow_duplicate else None
+
+
 def op_create_rl_job(
     model_id: str,
     groups: Iterable[GroupLike],
     experimental_config: ExperimentalTrainingConfig | Mapping[str, Any] | None,
+    allow_duplicate: bool = False,
 ) -> Op[TrainingJobCreated]:
     body = {
         "model_id": model_id,
@@ -257,7 +264,12 @@ def op_create_rl_job(
         "experimental_config": wire(experimental_config) if experimental_config is not None else None,
     }
     return Op(
-        "POST", "/v1/preview/training-jobs", TrainingJobCreated.model_validate, json=body, link="rl_job"
+        "POST",
+        "/v1/preview/training-jobs",
+        TrainingJobCreated.model_validate,
+        json=body,
+        params=_duplicate(allow_duplicate),
+        link="rl_job",
     )
 
 
@@ -266,6 +278,7 @@ def op_create_sft_job(
     training_data_url: str,
     config: SFTTrainingConfig | Mapping[str, Any] | None,
     experimental_config: ExperimentalSFTConfig | Mapping[str, Any] | None = None,
+    allow_duplicate: bool = False,
 ) -> Op[TrainingJobCreated]:
     body = {
         "model_id": model_id,
@@ -275,7 +288,12 @@ def op_create_sft_job(
     if experimental_config is not None:  # sent only when given, so the body is ART's otherwise
         body["experimental_config"] = wire(experimental_config)
     return Op(
-        "POST", "/v1/preview/sft-training-jobs", TrainingJobCreated.model_validate, json=body, link="sft_job"
+        "POST",
+        "/v1/preview/sft-training-jobs",
+        TrainingJobCreated.model_validate,
+        json=body,
+        params=_duplicate(allow_duplicate),
+        link="sft_job",
     )
 
 

@@ -16,8 +16,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import tracking
-from ..client import AsyncClient, Client, NotFoundError, UnsupportedOperation, _links
+from .._version import __version__
+from ..client import AsyncClient, Client, NotFoundError, OneLine, UnsupportedOperation, _links
 from ..client._transport import Config
 from ..seeding import use_default_seed
 from ..types.chat import ChatCompletion
@@ -83,6 +86,7 @@ class Experiment:
         track: Sequence[str] = (),
         track_options: Mapping[str, Any] | None = None,
     ) -> None:
+        _check_arguments(name, seed, client, track, track_options)
         self.name = name
         self.track, self.track_options = list(track), dict(track_options or {})
         self.tracked_runs: dict[str, str] = {}
@@ -113,7 +117,11 @@ class Experiment:
             self._stack.close()
             self._stack = None
             if self.track and kind is None:
-                self.tracked_runs = tracking.track(self.track, self, **self.track_options)
+                try:
+                    self.tracked_runs = tracking.track(self.track, self, **self.track_options)
+                except tracking.TrackingError as failed:
+                    self.tracked_runs = failed.runs
+                    raise
 
     def start(self) -> Experiment:
         """Open it without a ``with`` block (a notebook's later cells stay in it until :meth:`stop`)."""
@@ -304,6 +312,21 @@ def _trained_on(client: Client, model_id: str, step: int | None) -> str | None:
         return None
 
 
+def _check_arguments(
+    name: object, seed: object, client: object, track: Sequence[str], track_options: object
+) -> None:
+    """Refuse what :class:`Experiment` could not record or track, when it is given (not at export)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"an experiment's name is a non-empty string, not {name!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"an experiment's seed is an integer, not {seed!r}")
+    if client is not None and not isinstance(client, Client | AsyncClient):
+        raise TypeError(f"client= takes a tk.Client or tk.AsyncClient, not a {type(client).__name__}")
+    tracking.check_trackers(track)
+    if track_options is not None and not isinstance(track_options, Mapping):
+        raise TypeError(f"track_options= takes a dict of keywords, not {track_options!r}")
+
+
 def _earlier_model(
     model_id: str, client: Client, config: Config, notes: list[str]
 ) -> dict[str, tuple[dict[str, Any], Model, Config]]:
@@ -368,12 +391,66 @@ def experiment(
     return Experiment(name, seed=seed, client=client, track=track, track_options=track_options)
 
 
+class ExperimentFileError(OneLine, ValueError):
+    """A file :func:`load_experiment` does not read as an export; the message names the file, what is
+    wrong with it and what to do."""
+
+
 def load_experiment(path: str | Path) -> ExperimentRecord:
-    """Read a file :meth:`Experiment.export` wrote."""
-    raw = json.loads(Path(path).read_text())
+    """Read a file :meth:`Experiment.export` wrote. A file cut short, not an export, from a newer
+    toolkit, or whose embedded data no longer matches its digests (edited by hand) is an
+    :class:`ExperimentFileError` naming it: a replay of it would report a false divergence."""
+    path = Path(path)
+    text = path.read_text()
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ExperimentFileError(
+            f"{path} is not whole JSON ({error.msg} at line {error.lineno} of {len(text.splitlines())}):"
+            " it was cut short or edited; export the experiment again"
+        ) from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: format_version {version!r} is not one this toolkit reads (<= {FORMAT_VERSION})"
+    if isinstance(raw, dict) and {"cells", "nbformat"} <= set(raw):
+        raise ExperimentFileError(
+            f"{path} is a notebook, not an exported experiment: load the file exp.export(path) wrote"
         )
-    return ExperimentRecord.model_validate(raw)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ExperimentFileError(
+            f"{path} is not an exported experiment (no format_version): load the file exp.export(path) wrote"
+        )
+    if version > FORMAT_VERSION:
+        raise ExperimentFileError(
+            f"{path} was written by a newer toolkit (format_version {version}; toolkit {__version__} reads"
+            f" up to {FORMAT_VERSION}): upgrade it (pip install -U rl-notebook-toolkit)"
+        )
+    try:
+        record = ExperimentRecord.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ExperimentFileError(
+            f"{path}: {where}: {first['msg']} ({error.error_count()} problem(s) in all): not a file"
+            " exp.export wrote, or edited since; export the experiment again"
+        ) from None
+    edited = _edited(record)
+    if edited is not None:
+        raise ExperimentFileError(
+            f"{path}: {edited} no longer matches its digest (edited after the export?): a replay would"
+            " train on other data than the run did; export the experiment again"
+        )
+    return record
+
+
+def _edited(record: ExperimentRecord) -> str | None:
+    """The first embedded data of ``record`` that differs from what its digest names (the field, e.g.
+    ``jobs[1].data.groups``), or None."""
+    for n, job in enumerate(record.jobs):
+        data = job.data
+        if not data.embedded or data.digest is None:
+            continue
+        if data.groups is not None and groups_digest(data.groups) != data.digest:
+            return f"jobs[{n}].data.groups"
+        name = next((name for name in DATA_FILES if name in (data.files or {})), None)
+        if name is not None and sha256_hex((data.files or {})[name].encode()) != data.digest:
+            return f"jobs[{n}].data.files[{name!r}]"
+    return None

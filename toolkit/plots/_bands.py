@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from .._axes import band_edges, step_axis, value_axis
 from .._stats import mean_interval
-from ..health import HealthWarning, fetch_health, health_warnings
+from ..health import FROM_CHECKPOINT, HealthWarning, fetch_health, health_warnings
 from ._common import floats, layout, placeholder, reported, scatter
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def run_health(
 def _bounded_band(frame: pd.DataFrame, metric: str, band: str) -> tuple[np.ndarray, np.ndarray]:
     """``metric ± band`` of a frame, clipped to its ``<metric>_min``/``<metric>_max`` columns if any."""
     bounds = [floats(frame[c]) if c in frame else None for c in (f"{metric}_min", f"{metric}_max")]
-    return band_edges(floats(frame[metric]), np.nan_to_num(floats(frame[band])), *bounds)
+    return band_edges(floats(frame[metric]), np.nan_to_num(floats(frame[band])), *bounds, metric=metric)
 
 
 def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | None = None) -> go.Figure:
@@ -175,8 +175,11 @@ def runs_overlay(frames: Mapping[str, pd.DataFrame], metric: str, band: str | No
 
 def seed_steps(frame: pd.DataFrame, metric: str, level: float = 0.95) -> pd.DataFrame:
     """Per step of a long sweep frame (``seed, step, metric, value``; :class:`toolkit.research.SweepResult`):
-    ``n`` seeds, their ``mean``, the ``level`` t-interval ``low``/``high`` of that mean (clipped to the
-    values seen at the step, ``<metric>_min``/``_max`` when the sweep has them), ``min``/``max`` seed."""
+    ``n`` seeds, their ``mean``, the ``level`` t-interval ``low``/``high`` of that mean, ``min``/``max``
+    seed. The interval is clipped to the values seen at the step (the sweep's ``<metric>_min`` /
+    ``_max`` rows; for a checkpoint's ``train/reward``, ``reward_min`` / ``reward_max``) and to the
+    values the metric can take (:func:`toolkit._axes.possible_range`): what the band draws and the
+    sweep's table says."""
     part = frame[frame["metric"] == metric]
     rows = []
     for step, values in part.groupby("step", sort=True)["value"]:
@@ -185,11 +188,13 @@ def seed_steps(frame: pd.DataFrame, metric: str, level: float = 0.95) -> pd.Data
             {"step": step, "n": n, "mean": mean, "half": half, "min": values.min(), "max": values.max()}
         )
     out = pd.DataFrame(rows, columns=["step", "n", "mean", "half", "min", "max"])
+    names = (metric, FROM_CHECKPOINT.get(metric, metric))  # train/reward: reward_min, reward_max
     bounds = []
     for suffix, pick in (("_min", "min"), ("_max", "max")):
-        seen = frame[frame["metric"] == metric + suffix].groupby("step")["value"].agg(pick)
-        bounds.append(out["step"].map(seen).to_numpy(dtype=float) if len(seen) else None)
-    out["low"], out["high"] = band_edges(floats(out["mean"]), floats(out["half"]), *bounds)
+        seen = next((n + suffix for n in names if (frame["metric"] == n + suffix).any()), None)
+        per_step = frame[frame["metric"] == seen].groupby("step")["value"].agg(pick) if seen else None
+        bounds.append(None if per_step is None else out["step"].map(per_step).to_numpy(dtype=float))
+    out["low"], out["high"] = band_edges(floats(out["mean"]), floats(out["half"]), *bounds, metric=metric)
     return out.drop(columns="half")
 
 

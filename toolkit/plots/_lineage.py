@@ -41,11 +41,19 @@ def _lanes(tree: pd.DataFrame) -> dict[str, int]:
     return lanes
 
 
+def _shown(value: Any) -> str:
+    """A value as a hover shows it: a whole number in full (a seed or a count copies as it is), any
+    other float to 4 significant digits."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def _listed(title: str, values: Mapping[str, Any], first: Collection[str] = ()) -> str:
     """``title``: up to :data:`HOVER_KEYS` ``key=value`` lines, the keys in ``first`` first, then
     the rest (bookkeeping ``data/*`` metrics last)."""
     keys = sorted(values, key=lambda k: (k not in first, k.startswith("data/"), k))
-    items = [f"{k}={values[k]:.4g}" if isinstance(values[k], float) else f"{k}={values[k]}" for k in keys]
+    items = [f"{k}={_shown(values[k])}" for k in keys]
     more = f" (+{len(items) - HOVER_KEYS} more)" if len(items) > HOVER_KEYS else ""
     return f"<br><i>{title}</i>: " + "<br>  ".join(items[:HOVER_KEYS]) + more if items else ""
 
@@ -111,7 +119,7 @@ def lineage_tree(tree: pd.DataFrame, title: str = "Checkpoint lineage") -> go.Fi
                 y=[lanes[r["node"]] for r in rows],
                 mode="markers+text",
                 name=name,
-                text=["base" if r["kind"] == "base" else str(r["step"]) for r in rows],
+                text=["base" if r["kind"] == "base" else _shown(r["step"]) for r in rows],
                 textposition="top center",
                 marker={"size": 12, "symbol": symbols, "color": color, "line": {"width": 2, "color": color}},
                 hovertext=[lineage_hover(r, varying) for r in rows],

@@ -2,13 +2,17 @@
 
 A recipe is ``recipe(seed)`` returning either a per-step frame (a ``step`` column and one numeric
 column per metric, or the long ``step, metric, value``) or the id of the model it trained, whose
-checkpoints' metrics are then read (:func:`toolkit.health.model_health` names: ``reward``, ``loss``,
-``entropy``, ...). While it runs, the seed is the default seed of ``gather`` and the rest
-(:func:`toolkit.seeding.use_default_seed`, where that module exists).
+checkpoints' metrics are then read, at each checkpoint's step and under its names (``train/reward``,
+``loss/train``, ``loss/entropy``, ...: what ``tk.tracking`` logs and the lineage shows; step N's
+``train/reward`` is the mean reward of the rollouts that trained checkpoint N). While it runs, the
+seed is the default seed of ``gather`` and the rest (:func:`toolkit.seeding.use_default_seed`).
+Intervals are the figure's (:func:`toolkit.plots.seed_steps`): clipped to what was seen and to what
+the metric can take, in the table as in the band.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +20,9 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import plots
-from .._stats import mean_interval
+from .. import plots, seeding
 from ..client import Client, connect
 from ..frames import checkpoints_frame
-from ..health import model_health
-from ..seeding import use_default_seed
 
 Recipe = Callable[[int], pd.DataFrame | str]
 COLUMNS = ["seed", "step", "metric", "value"]
@@ -45,8 +46,9 @@ def long_frame(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def model_frame(client: Client, model_id: str) -> pd.DataFrame:
-    """The per-step metrics of a model's checkpoints (every page), named as :func:`model_health` names."""
-    return model_health(checkpoints_frame(client.models.checkpoints.list(model_id, limit=100)))
+    """The metrics of a model's checkpoints (every page) by step, under the checkpoints' names."""
+    checkpoints = checkpoints_frame(client.models.checkpoints.list(model_id, limit=100))
+    return checkpoints.drop(columns=["model_id", "id", "trained", "created_at"], errors="ignore")
 
 
 @dataclass(repr=False)
@@ -83,13 +85,18 @@ class SweepResult:
 
     def summary(self, metric: str, step: int | None = None, level: float = 0.95) -> dict[str, Any]:
         """``metric`` at ``step`` (default: :meth:`final_step`) over the seeds: ``n``, ``mean``,
-        ``std`` (over seeds), the ``level`` t-interval ``ci_low``/``ci_high`` (NaN for one seed)."""
+        ``std`` (over seeds), the ``level`` t-interval ``ci_low``/``ci_high`` (NaN for one seed),
+        clipped as :meth:`figure`'s band is (:func:`toolkit.plots.seed_steps`)."""
         step = self.final_step(metric) if step is None else step
+        stats = {int(r["step"]): r for r in plots.seed_steps(self.frame, metric, level).to_dict("records")}
+        if step not in stats:
+            raise KeyError(f"no {metric!r} at step {step}; it has steps {sorted(stats)}")
+        row = stats[step]
         part = self.frame[(self.frame["metric"] == metric) & (self.frame["step"] == step)]["value"]
-        mean, half, n = mean_interval(part.to_numpy(dtype=float), level)
+        n = int(row["n"])
         std = float(part.std(ddof=1)) if n > 1 else float("nan")
-        return {"metric": metric, "step": step, "n": n, "mean": mean, "std": std,
-                "ci_low": mean - half, "ci_high": mean + half, "level": level}  # fmt: skip
+        return {"metric": metric, "step": step, "n": n, "mean": float(row["mean"]), "std": std,
+                "ci_low": float(row["low"]), "ci_high": float(row["high"]), "level": level}  # fmt: skip
 
     def table(self, metrics: Iterable[str] | None = None, level: float = 0.95) -> pd.DataFrame:
         """:meth:`summary` of each metric (default: all) at its final step, one row each."""
@@ -118,14 +125,22 @@ def mean_ci_table(
     sweeps: Mapping[str, SweepResult], metric: str, step: int | None = None, level: float = 0.95
 ) -> pd.DataFrame:
     """One row per config: ``metric`` at ``step`` (default: the last step every seed of every config
-    has) as ``n``, ``mean``, ``std``, ``ci_low``, ``ci_high`` and ``mean ± CI`` text."""
+    has) as ``n``, ``mean``, ``std``, ``ci_low``, ``ci_high`` (clipped as the band is) and the text
+    ``mean [low, high]`` (``n/a`` for one seed)."""
     if step is None:
         step = min(s.final_step(metric) for s in sweeps.values())
     rows = [{"config": name, **s.summary(metric, step, level)} for name, s in sweeps.items()]
     table = pd.DataFrame(rows)
-    half = (table["ci_high"] - table["mean"]).map(lambda h: "n/a" if pd.isna(h) else f"{h:.3g}")
-    table[f"mean ± {level:.0%} CI"] = table["mean"].map("{:.3g}".format) + " ± " + half
+    table[ci_column(level)] = [
+        f"{mean:.3g} [n/a]" if math.isnan(low) else f"{mean:.3g} [{low:.3g}, {high:.3g}]"
+        for mean, low, high in zip(table["mean"], table["ci_low"], table["ci_high"], strict=True)
+    ]
     return table
+
+
+def ci_column(level: float) -> str:
+    """The text column of :func:`mean_ci_table`: ``mean [95% CI]``."""
+    return f"mean [{level:.0%} CI]"
 
 
 def sweep(recipe: Recipe, seeds: Sequence[int], *, client: Client | None = None) -> SweepResult:
@@ -136,7 +151,7 @@ def sweep(recipe: Recipe, seeds: Sequence[int], *, client: Client | None = None)
     parts: list[pd.DataFrame] = []
     model_ids: dict[int, str] = {}
     for seed in seeds:
-        with use_default_seed(seed):  # the default seed of an unseeded gather and the rest
+        with seeding.use_default_seed(seed):
             out = recipe(seed)
         if isinstance(out, str):
             client = connect() if client is None else client

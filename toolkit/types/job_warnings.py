@@ -6,16 +6,26 @@ Stale groups: each trajectory records the checkpoint step that sampled it
 them from a ``name:step<N>`` model name). A group whose newest recorded step is older than the
 model's latest checkpoint was sampled from an older policy: training on it again, typically by
 re-running a notebook's training cell on the same groups, trains the model twice on the same data.
+
+Twin jobs: a job created while one of the same model with the same request is still queued or
+running is refused (409) with :data:`DUPLICATE_JOB`, which the client reads back with
+:data:`DUPLICATE_JOB_NAMES` to name the job in Python terms.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 WarningCode = Literal["nothing_trained", "stale_groups"]
 NOTHING_TRAINED: WarningCode = "nothing_trained"
 STALE_GROUPS: WarningCode = "stale_groups"
+DUPLICATE_JOB = (
+    "training job {job_id} ({status}) of model {model_id} has this same request: another would train"
+    " the model on it again. Follow or cancel that job, or pass allow_duplicate=true to start a second one"
+)
+DUPLICATE_JOB_NAMES = re.compile(r"^training job (?P<job_id>\S+) \((?P<status>queued|running)\) of model ")
 
 
 def _get(item: Any, name: str) -> Any:

@@ -18,7 +18,7 @@ from traitlets import Int, List, Unicode
 from .. import _theme, health, plots
 from ..client import Client
 from ..frames import checkpoints_frame, events_frame, flatten
-from ..research.sweep import SweepResult, combine, mean_ci_table
+from ..research.sweep import SweepResult, ci_column, combine, mean_ci_table
 from ..types.training import Model
 from ._base import ToolkitWidget
 from ._common import FigureBox, StatusLine, button, frame_html
@@ -28,6 +28,15 @@ from .checkpoints import MetricPicker, checkpoint_name
 MIN_RUNS, MAX_RUNS = 2, 4
 MISSING = "—"
 HIDDEN = {"step", "rl_step", "model_id"}  # columns that are not metrics
+REWARD = "reward"  # the metric of the first figure and the default one of the second
+
+
+def _named(metric: str, metrics: list[str]) -> str:
+    """``metric`` as ``metrics`` name it: a health name (``reward``) stands for its checkpoint name
+    (``train/reward``) where only that one is there, as in a sweep's metrics."""
+    if metric in metrics:
+        return metric
+    return next((c for c, h in health.FROM_CHECKPOINT.items() if h == metric and c in metrics), metric)
 
 
 def config_diff(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -78,7 +87,7 @@ class RunCompare(ToolkitWidget):
         models: Sequence[str] = (),
         jobs: Sequence[str] = (),
         *,
-        metric: str = "entropy",
+        metric: str = REWARD,
         prompts: Sequence[str] = ("Say hi",),
         max_tokens: int = 32,
         configs: Mapping[str, SweepResult | Sequence[str]] | None = None,
@@ -104,7 +113,8 @@ class RunCompare(ToolkitWidget):
         )
         self.max_tokens = max_tokens
         self.diff_table = w.HTML()
-        self.reward_plot = FigureBox(plots.runs_overlay({}, "reward"))
+        self.reward_metric = REWARD  # as the compared runs name it (a sweep's: train/reward)
+        self.reward_plot = FigureBox(plots.runs_overlay({}, REWARD))
         self.metric_plot = FigureBox(plots.runs_overlay({}, metric))
         self.chat_area = w.VBox()
         self.status_line = StatusLine()
@@ -153,12 +163,13 @@ class RunCompare(ToolkitWidget):
         self.diff = config_diff({r.name: r.config for r in runs})
         self.diff_table.value = frame_html(self.diff.reset_index()) if len(self.diff) else "no differences"
         frames = self.frames()
-        self.reward_plot.show(self._figure("reward"))
-        if self.sweeps:
+        if self.sweeps:  # the checkpoints' names (train/reward), as the sweep reports them
             metrics = sorted({m for s in self.sweeps.values() for m in s.metrics})
-        else:
+        else:  # the health frames' (reward)
             metrics = sorted({c for f in frames.values() for c in f.select_dtypes("number").columns} - HIDDEN)
-        wanted = self.metric.value
+        self.reward_metric = _named(REWARD, metrics)
+        self.reward_plot.show(self._figure(self.reward_metric))
+        wanted = _named(self.metric.value, metrics)
         self._loading = True  # one figure for the new metric list, not one per change of it
         try:
             self.metric.options = metrics or [wanted]
@@ -205,7 +216,7 @@ class RunCompare(ToolkitWidget):
         """``metric``: each config's mean over seeds with its band, or each run's line (reward: ± std)."""
         if self.sweeps:
             return plots.mean_band(combine(self.sweeps), metric, by="config", level=self.level)
-        return plots.runs_overlay(self.frames(), metric, band="reward_std" if metric == "reward" else None)
+        return plots.runs_overlay(self.frames(), metric, band="reward_std" if metric == REWARD else None)
 
     def _plot_metric(self) -> None:
         if not (self.runs or self.sweeps) or not self.metric.value or self._loading:
@@ -213,7 +224,7 @@ class RunCompare(ToolkitWidget):
         self.metric_plot.show(self._figure(self.metric.value))
         if self.sweeps:
             self.seed_summary = mean_ci_table(self.sweeps, self.metric.value, self.ci_step, self.level)
-            shown = self.seed_summary[["config", "step", "n", f"mean ± {self.level:.0%} CI", "std"]]
+            shown = self.seed_summary[["config", "step", "n", ci_column(self.level), "std"]]
             self.seed_table.value = f"<b>{html.escape(self.metric.value)} per config</b>" + frame_html(shown)
 
     def _seeded_run(self, name: str, sweep: SweepResult) -> Run:
@@ -285,7 +296,7 @@ class RunCompare(ToolkitWidget):
             return f"<div>{html.escape(self.summary())}</div>"
         figures = "".join(
             self._figure(m).to_html(full_html=False, include_plotlyjs="cdn")
-            for m in ("reward", self.metric.value)
+            for m in (self.reward_metric, self.metric.value)
         )
         title = html.escape(self.summary())
         tables = self.diff_table.value + self.seed_table.value

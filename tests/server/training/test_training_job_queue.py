@@ -32,7 +32,7 @@ def test_queued_jobs_report_their_place_as_it_changes(
     wait_for_event(other, running.id, "gradient_step")
     two = [reverse.conversation(w) for w in ("cat", "dog")]
     second = client.sft_training_jobs.create_from_data(model_id=model.id, data=two)
-    third = client.sft_training_jobs.create_from_data(model_id=model.id, data=two)
+    third = client.sft_training_jobs.create_from_data(model_id=model.id, data=two, allow_duplicate=True)
     jobs = {j.id: j for j in client.training_jobs.list(model_id=model.id)}
     assert [(jobs[j.id].status, jobs[j.id].queue_position) for j in (second, third)] == [
         ("queued", 0),

@@ -101,47 +101,6 @@ def scored(trajectories: list[Trajectory]) -> list[Trajectory]:
     return [t.model_copy(update={"reward": float(i)}) for i, t in enumerate(trajectories)]
 
 
-def nudged(group: TrajectoryGroup, by: float) -> TrajectoryGroup:
-    """The group with every sampled logprob moved by ``by`` (the last bits a batch changes)."""
-    dumped = group.model_dump(mode="json", exclude_unset=True)
-    for trajectory in dumped["trajectories"]:
-        for item in trajectory["messages_and_choices"]:
-            for token in (item.get("logprobs") or {}).get("content") or []:  # a choice's
-                token["logprob"] += by
-    return TrajectoryGroup.model_validate(dumped)
-
-
-def test_with_precalculated_logprobs_the_last_bits_of_the_sampled_ones_change_nothing(
-    server: LocalServer,
-) -> None:
-    """The groups' logprobs moved by 2e-6 (what the engine's batching changes, docs/training.md):
-    with ``precalculate_logprobs`` the job computes the old logprobs itself and its checkpoint is
-    byte-identical; taking them as sent, it is not (so the first comparison can fail)."""
-    client = server.client()
-    groups = gather(["cat", "dog"], reverse.rollout(client, BASE), group_size=3, progress=False, seed=2)
-    groups = [TrajectoryGroup(trajectories=scored(g.trajectories)) for g in groups]
-    moved = [nudged(g, 2e-6) for g in groups]
-    assert moved != groups
-
-    def rl(trained_on: list[TrajectoryGroup], precalculate: bool) -> dict[str, str]:
-        model_id = model(server)
-        experimental = {
-            "learning_rate": 1e-3,
-            "seed": 3,
-            "num_iterations": 2,
-            "packed_sequence_length": 64,
-            "precalculate_logprobs": precalculate,
-        }
-        job = client.training_jobs.create(
-            model_id=model_id, trajectory_groups=trained_on, experimental_config=experimental
-        )
-        assert job.wait(progress=False).step == 1
-        return digests(server, model_id, 1)
-
-    assert rl(groups, True) == rl(moved, True)
-    assert rl(groups, False) != rl(moved, False)
-
-
 def test_the_adapter_is_drawn_from_the_job_seed() -> None:
     def a_matrices(seed: int) -> list[torch.Tensor]:
         adapter = lora.attach(random_model("qwen3"), LoRAConfig(rank=4), BASE, seed)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...types.job_warnings import WarningCode
+from ...types.job_warnings import DUPLICATE_JOB, WarningCode
 from ...types.training import EventType, JobKind, TrainingJob, TrainingJobEvent
-from ..errors import NotFound, Unprocessable
+from ..errors import Conflict, NotFound, Unprocessable
 from .common import new_id, now_iso
 from .db import Database
 from .users import User
@@ -71,11 +71,23 @@ class Jobs:
 
     # ------------------------------------------------------------------ jobs
 
-    def create(self, user: User, model_id: str, kind: JobKind, request: str) -> str:
+    def create(
+        self,
+        user: User,
+        model_id: str,
+        kind: JobKind,
+        request: str,
+        *,
+        twin: Callable[[str], bool] | None = None,
+    ) -> str:
         """A queued job; ``request`` is the JSON the runner reads back after a restart. Created behind
-        other jobs, it gets a ``queued`` event saying how many."""
+        other jobs, it gets a ``queued`` event saying how many. With ``twin`` (whether a stored request
+        trains what this one would), a job of the same model and kind still queued or running whose
+        request is a twin is a 409 naming it: a re-run cell would train the model twice."""
         job_id = new_id()
         with self.db.write() as conn:
+            if twin is not None:
+                self._refuse_twin(conn, user, model_id, kind, twin)
             conn.execute(
                 "INSERT INTO training_jobs (id, user_id, model_id, kind, status, request, created_at)"
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
@@ -83,6 +95,19 @@ class Jobs:
             )
             self._queue_moved(conn)
         return job_id
+
+    @staticmethod
+    def _refuse_twin(
+        conn: sqlite3.Connection, user: User, model_id: str, kind: JobKind, twin: Callable[[str], bool]
+    ) -> None:
+        rows = conn.execute(
+            "SELECT id, status, request FROM training_jobs WHERE user_id = ? AND model_id = ? AND kind = ?"
+            f" AND status IN ('queued', 'running') {_QUEUE_ORDER}",
+            (user.id, model_id, kind),
+        )
+        same = next((r for r in rows if r["request"] and twin(r["request"])), None)
+        if same is not None:
+            raise Conflict(DUPLICATE_JOB.format(job_id=same["id"], status=same["status"], model_id=model_id))
 
     def get(self, user: User, job_id: str) -> TrainingJob:
         row = self.db.conn.execute(

@@ -2,6 +2,9 @@
 
 Defaults follow ART's local loss (spec: training-api.md section 4): CISPO with clip bounds
 [1 - 1.0, 1 + 4.0] unless ``ppo`` (or ``loss_fn="ppo"``), then PPO with epsilon 0.2 on both sides.
+A seeded job (``seed`` set) recomputes its old logprobs (``precalculate_logprobs`` unless given):
+the sampler's differ in their last bits with the batch each request shared, so a seeded run twice
+would train two different checkpoints from the same tokens (docs/training.md, "What is bit for bit").
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ def resolve(cfg: ExperimentalTrainingConfig | None) -> RLConfig:
         kimi_k2_tau=cfg.kimi_k2_tau or None,
         kl_penalty_coef=kl_coef,
         kl_penalty_source=cfg.kl_penalty_source or ("sample" if kl_coef > 0 else "current_learner"),
-        precalculate_logprobs=bool(cfg.precalculate_logprobs),
+        precalculate_logprobs=cfg.seed is not None
+        if cfg.precalculate_logprobs is None
+        else cfg.precalculate_logprobs,
         truncated_importance_sampling=cfg.truncated_importance_sampling,
         allow_training_without_logprobs=bool(cfg.allow_training_without_logprobs),
         learning_rate=cfg.learning_rate or RL_LEARNING_RATE,

@@ -11,6 +11,7 @@ are removed and queued jobs run again.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import logging
 import math
@@ -106,6 +107,39 @@ class TrainedOn:
     advantages: list[list[float]]
 
 
+def _meaning(request: dict[str, Any], *, leave_out: tuple[str, ...] = ()) -> str:
+    """What a stored request asks for, comparable: its JSON without null values (a null means the
+    default, as an absent key does) nor the keys in ``leave_out``, keys sorted."""
+
+    def settled(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: settled(v) for k, v in value.items() if v is not None}
+        return [settled(v) for v in value] if isinstance(value, list) else value
+
+    return json.dumps(settled({k: v for k, v in request.items() if k not in leave_out}), sort_keys=True)
+
+
+def _rl_twin(request: str) -> Callable[[str], bool]:
+    """Whether a stored RL request asks for what ``request`` does (the same groups and config)."""
+    meaning = _meaning(json.loads(request))
+    return lambda stored: _meaning(json.loads(stored)) == meaning
+
+
+def _sft_twin(request: dict[str, Any]) -> Callable[[str], bool]:
+    """Whether a stored SFT request trains what ``request`` would: the same settings on a data file of
+    the same bytes (the same data uploaded again has another URL and folder)."""
+    meaning = _meaning(request, leave_out=("path", "request"))
+
+    def twin(stored: str) -> bool:
+        other = json.loads(stored)
+        if _meaning(other, leave_out=("path", "request")) != meaning:
+            return False
+        path = Path(other["path"])
+        return path.is_file() and filecmp.cmp(path, request["path"], shallow=False)
+
+    return twin
+
+
 class TrainingRunner:
     """Training jobs of every user, run in submission order on the server's job worker."""
 
@@ -138,7 +172,7 @@ class TrainingRunner:
 
     # ------------------------------------------------------------------ requests
 
-    def submit_rl(self, user: User, req: CreateRLTrainingJob) -> str:
+    def submit_rl(self, user: User, req: CreateRLTrainingJob, *, allow_duplicate: bool = False) -> str:
         self.models.get(user, req.model_id)
         loc = ["body", "experimental_config"]
         try:
@@ -149,9 +183,12 @@ class TrainingRunner:
             raise Unprocessable(loc, f"the KL reference checkpoint step {step} does not exist")
         # json.dumps, not model_dump_json: NaN and infinite metrics must read back as numbers
         request = json.dumps(req.model_dump(mode="json", exclude_unset=True))
-        return self._enqueue(self.jobs.create(user, req.model_id, "rl", request), req)
+        twin = None if allow_duplicate else _rl_twin(request)
+        return self._enqueue(self.jobs.create(user, req.model_id, "rl", request, twin=twin), req)
 
-    def submit_sft(self, user: User, req: CreateSFTTrainingJob, artifacts: Artifacts) -> str:
+    def submit_sft(
+        self, user: User, req: CreateSFTTrainingJob, artifacts: Artifacts, *, allow_duplicate: bool = False
+    ) -> str:
         self.models.get(user, req.model_id)
         artifact, folder = artifacts.resolve(user, req.training_data_url)
         data_file = next(name for name in DATA_FILES if (folder / name).exists())
@@ -176,7 +213,8 @@ class TrainingRunner:
             else None,
             "request": req.model_dump(mode="json", exclude_unset=True),  # as sent, for its record
         }
-        return self._enqueue(self.jobs.create(user, req.model_id, "sft", json.dumps(request)))
+        twin = None if allow_duplicate else _sft_twin(request)
+        return self._enqueue(self.jobs.create(user, req.model_id, "sft", json.dumps(request), twin=twin))
 
     def cancel(self, user: User, job_id: str) -> TrainingJob:
         """Queued: cancelled at once. Running: stops before its next gradient step. Ended: unchanged."""

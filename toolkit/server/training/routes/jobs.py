@@ -37,14 +37,24 @@ def runner(training: Training) -> TrainingRunner:
 Runner = Annotated[TrainingRunner, Depends(runner)]
 
 
+AllowDuplicate = Annotated[
+    bool,
+    Query(
+        description="Extension: start the job even if one of the same model with this same request is"
+        " still queued or running (without it: 409 naming that job)"
+    ),
+]
+
+
 @router.post("/training-jobs", response_model=TrainingJobCreated)
 def create_rl_job(
     req: CreateRLTrainingJob,
     run: Runner,
     user: CurrentUser,
+    allow_duplicate: AllowDuplicate = False,
 ) -> TrainingJobCreated:
     """Queue an RL step over the trajectory groups; answers at once with the job id."""
-    return TrainingJobCreated(id=run.submit_rl(user, req))
+    return TrainingJobCreated(id=run.submit_rl(user, req, allow_duplicate=allow_duplicate))
 
 
 @router.post("/sft-training-jobs", response_model=TrainingJobCreated)
@@ -53,9 +63,12 @@ def create_sft_job(
     training: Training,
     run: Runner,
     user: CurrentUser,
+    allow_duplicate: AllowDuplicate = False,
 ) -> TrainingJobCreated:
     """Queue an SFT pass over uploaded training data; answers at once with the job id."""
-    return TrainingJobCreated(id=run.submit_sft(user, req, training.artifacts))
+    return TrainingJobCreated(
+        id=run.submit_sft(user, req, training.artifacts, allow_duplicate=allow_duplicate)
+    )
 
 
 @router.get("/training-jobs", response_model=list[TrainingJob])
