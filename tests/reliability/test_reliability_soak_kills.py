@@ -13,7 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from bench_script import run_bench
-from test_bench_soak import figures
+
+from support.soak_support import figures
 
 
 def test_three_kills_lose_nothing_acknowledged_and_the_soak_goes_on() -> None:
