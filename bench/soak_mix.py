@@ -39,10 +39,11 @@ class Size:
     ingest_every: float  # seconds between two trace batches
     disconnect_every: float  # seconds between two abandoned requests
     job_pause: float  # seconds between two jobs
+    memory_every: float  # seconds between two memory samples (soak_memory.py)
 
 
-FULL = Size(200_000, 3600, 3, 128, 48, 32, 0.25, 0.5, 10)
-SMOKE = Size(400, 240, 2, 16, 16, 8, 0.25, 0.5, 0.5)
+FULL = Size(200_000, 3600, 3, 128, 48, 32, 0.25, 0.5, 10, 60)
+SMOKE = Size(400, 240, 2, 16, 16, 8, 0.25, 0.5, 0.5, 5)
 
 
 @dataclass

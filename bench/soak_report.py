@@ -1,5 +1,5 @@
 """The soak's report: chat requests and their latency, stalls, rollouts and jobs, what was read back,
-the server's RSS and the kills; one figure per line, as docs/reliability.md quotes them."""
+the server's memory and the kills; one figure per line, as docs/reliability.md quotes them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def print_report(
     stalls: int,
     rss_end: int,
     health: int,
+    memory: list[str],
 ) -> None:
     s, acked, args = mix.stats, mix.acked, mix.args
     log = (mix.server.data_dir / "server.log").read_text(errors="replace")
@@ -45,6 +46,8 @@ def print_report(
         f"server RSS: start {mix.rss_start / MIB:.0f} MiB, end {rss_end / MIB:.0f} MiB; "
         f"health after: {health}"
     )
+    for line in memory:
+        print(line)
     print(f"kills: {len(killer.reports)}, failed checks: {len(failures)}")
     if args.kills:
         after = len(s.latencies) - killer.answered_at_kill
