@@ -1,4 +1,5 @@
-"""Figures for docs/performance.md: cost against size on log-log axes, written as SVG by matplotlib."""
+"""Figures for the docs: cost against size on log-log axes (docs/performance.md) and quantities over
+time (docs/reliability.md), written as SVG by matplotlib."""
 
 from __future__ import annotations
 
@@ -23,11 +24,28 @@ def scaling_chart(
     ylabel: str,
 ) -> Path:
     """One line per series of ``(size, cost)`` points, both axes logarithmic; returns ``path``."""
+    return line_chart(path, series, title=title, xlabel=xlabel, ylabel=ylabel, log=True)
+
+
+def line_chart(
+    path: Path,
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    log: bool = False,
+    markers: bool = True,
+) -> Path:
+    """One line per series of ``(x, y)`` points, on logarithmic axes if ``log``, a marker at each
+    point if ``markers``; returns ``path``."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     for name, points in series.items():
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, marker="o", label=name)
-    ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
+        ax.plot(xs, ys, marker="o" if markers else None, label=name)
+    if log:
+        ax.set(xscale="log", yscale="log")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, which="both", alpha=0.3)
     if len(series) > 1:
         ax.legend()

@@ -2,10 +2,11 @@
 adapter's first load, with trace ingest all along. After each restart nothing acknowledged is lost
 (trace batches, logged trajectories, checkpoints and their files), the job running at the kill failed
 with its ``training_failed`` event, both databases pass ``PRAGMA integrity_check``, and the soak goes
-on (rollouts after the last kill are answered)."""
+on (rollouts after the last kill are answered); the memory samples go on across the restarts."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from bench_script import run_bench
-from test_bench_soak import figures
+
+from support.soak_support import figures, memory_report
 
 
 def test_three_kills_lose_nothing_acknowledged_and_the_soak_goes_on() -> None:
@@ -37,3 +39,6 @@ def test_three_kills_lose_nothing_acknowledged_and_the_soak_goes_on() -> None:
     ).groups()
     assert int(rounds) >= 1 and int(answered) >= 16  # the soak went on: a whole round without an error
     assert f["succeeded"] >= 1
+    # sampled across the restarts: the first process's samples, then later ones', each process's together
+    pids = [json.loads(line)["pid"] for line in memory_report(out)["path"].read_text().splitlines()]
+    assert len(set(pids)) >= 2 and pids == sorted(pids, key=pids.index), pids

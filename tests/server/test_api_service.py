@@ -22,6 +22,7 @@ MISSING = "4f1c2d3e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"  # fixed: the same test ids on 
 ENDPOINTS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/health", {}),
     ("GET", "/v1/system-check", {}),
+    ("GET", "/v1/diagnostics/memory", {}),
     ("GET", "/v1/models", {}),
     ("GET", "/v1/preview/models", {}),
     ("POST", "/v1/preview/models", {"json": {"project": "p", "name": "n", "base_model": BUILTIN_NAME}}),

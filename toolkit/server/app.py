@@ -17,7 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from .._version import __version__
-from . import service_routes
+from . import diagnostics, service_routes
 from .body_size_limit import BodySizeLimit
 from .chat import routes as chat
 from .chat.context import ChatContext
@@ -35,7 +35,7 @@ from .store.logs import TrajectoryLogs
 from .store.migrations import MIGRATIONS
 from .store.models import Models
 from .store.usage import ChatUsage
-from .store.users import Users
+from .store.users import LOCAL_USER, Users
 from .traces import routes as trace_routes
 from .traces import wandb_api
 from .traces.service import TraceService
@@ -47,7 +47,6 @@ from .training.runner import TrainingRunner
 from .watchdog import Watchdog
 
 log = logging.getLogger("toolkit.server")
-LOCAL_USER = "local"
 
 
 def base_models(settings: Settings) -> list[BaseModelSpec]:
@@ -164,6 +163,7 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
     app = FastAPI(title="toolkit local server", version=__version__, lifespan=lifespan)
     install_handlers(app)
     app.include_router(service_routes.router)
+    app.include_router(diagnostics.router)
     app.include_router(training_routes.router)
     app.include_router(chat.router)
     app.include_router(trace_routes.router)

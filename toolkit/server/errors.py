@@ -46,6 +46,11 @@ class Unauthorized(ApiError):
     error_type = "AuthenticationError"
 
 
+class Forbidden(ApiError):
+    status = 403
+    error_type = "PermissionDeniedError"
+
+
 class NotFound(ApiError):
     status = 404
     error_type = "NotFoundError"

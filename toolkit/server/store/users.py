@@ -11,6 +11,7 @@ from .common import new_id, now_iso
 from .db import Database
 
 KEY_PREFIX = "tk-"
+LOCAL_USER = "local"  # the user of the key in ``local.key``
 
 
 @dataclass(frozen=True)
