@@ -5,6 +5,10 @@ No torch import here: the settings (and ``toolkit keys create``) read these defa
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_THREADS = 2
 SPIN_COUNT = "100"
@@ -13,6 +17,21 @@ SERIAL_WORK = 64_000_000
 1M-parameter model decoding a batch of up to 64, or prefilling up to ~60 tokens)."""
 LORA_BYTES = 1 << 30
 """Default cap on the bytes of resident LoRA adapters per base model (``--max-lora-memory``)."""
+KV_CACHE_BYTES_CPU = 1 << 30
+"""Default KV cache budget per base model on the CPU (``--kv-cache-memory-bytes``): SmolLM2-135M's
+keys and values take 46 KB a token in float32, so 1 GiB holds some 23,000 tokens (64 agent episodes
+of 350); only the blocks in use take memory."""
+KV_CACHE_SHARE_CUDA = 0.25
+"""Default KV cache budget on a GPU: this share of the device's memory."""
+
+
+def kv_cache_budget(device: torch.device) -> int:
+    """The default KV cache budget in bytes on ``device``."""
+    if device.type == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(device).total_memory * KV_CACHE_SHARE_CUDA)
+    return KV_CACHE_BYTES_CPU
 
 
 def torch_threads() -> int:
