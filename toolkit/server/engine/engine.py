@@ -36,7 +36,7 @@ from .model import BaseModelSpec
 from .output import append, finish, prompt_logprobs, stream
 from .prefill import Prompt, plan, prefill
 from .request import Request
-from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads
+from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads, trim_heap
 from .runner import Runner
 from .running import Batch, Sequence
 from .sampling import DeviceRandom, StepResult, sample
@@ -263,6 +263,7 @@ class Engine:
                 while not self._stopping and not self._inbox and not self._waiting and not self._held():
                     on_cpu = self.kv.storage is not None and self.kv.device.type == "cpu"
                     if not self._wake.wait(SPARE_IDLE_S if on_cpu else None) and self.kv.free_storage():
+                        trim_heap()
                         self._refresh_status()  # idle for a while: the pool's memory went back
                 if self._stopping:
                     return

@@ -4,7 +4,12 @@ No torch import here: the settings (and ``toolkit keys create``) read these defa
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import platform
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,6 +74,31 @@ def device_random(cuda: bool = False) -> bool:
     unset on a CUDA device. A seed then gives the same tokens on that kind of device whatever the
     batch, not the CPU's tokens."""
     return _device_sampling_setting(cuda) == "device"
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still take: the system's available memory (``MemAvailable``), less
+    where a cgroup (a container's limit) allows less; None where neither can be read (not Linux)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    with contextlib.suppress(OSError, ValueError):
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) - int((cgroup / "memory.current").read_text()))
+    return min(found) if found else None
+
+
+def trim_heap() -> None:
+    """Give the pages of freed memory that glibc's allocator keeps back to the system
+    (``malloc_trim``; nothing elsewhere). Tensors under 32 MiB come from its heaps, which it seldom
+    shrinks by itself: after a LoRA step of SmolLM2 on 1,024 tokens the process stayed 2.7 GB larger
+    though its live memory was 0.1 GB. The job worker calls it after each job, the engine once idle."""
+    if sys.platform == "linux" and platform.libc_ver()[0] == "glibc":
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def brief_spin_waits() -> None:
