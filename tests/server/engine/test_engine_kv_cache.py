@@ -68,7 +68,7 @@ def test_a_full_pool_refuses_whole_and_takes_nothing() -> None:
 
 
 def test_cached_prefixes_stay_until_their_room_is_needed_least_recent_first() -> None:
-    pool = pool_of(4)
+    pool = pool_of(8)
     a: list[int] = []
     b: list[int] = []
     assert pool.grow(a, BLOCK) and pool.grow(b, BLOCK)
@@ -77,13 +77,25 @@ def test_cached_prefixes_stay_until_their_room_is_needed_least_recent_first() ->
     block_a, block_b = a[0], b[0]
     pool.release(a)
     pool.release(b)
-    assert pool.in_use == 0 and pool.held_bytes == 2 * BLOCK_BYTES and pool.available == 3
+    assert pool.in_use == 0 and pool.held_bytes == 2 * BLOCK_BYTES and pool.available == 7
     assert pool.lookup(["ka", "kx"]) == [block_a]  # the longest cached prefix, now in use again
     pool.release([block_a])
     taken: list[int] = []
-    assert pool.grow(taken, 2 * BLOCK)  # the free block, then the least recently used cached one
+    assert pool.grow(taken, 6 * BLOCK)  # the 5 free blocks, then the least recently used cached one
     assert block_b in taken and not pool.cached("kb") and pool.cached("ka")
     assert pool.lookup(["kb"]) == []
+
+
+def test_at_most_a_quarter_of_the_pool_holds_cached_prefixes_no_sequence_uses() -> None:
+    pool = pool_of(8)  # room for 2 idle cached blocks
+    tables: list[list[int]] = [[] for _ in range(3)]
+    for i, table in enumerate(tables):
+        assert pool.grow(table, BLOCK)
+        pool.register([f"k{i}"], table)
+    for table in tables:
+        pool.release(table)
+    assert [pool.cached(f"k{i}") for i in range(3)] == [False, True, True]  # the oldest forgotten
+    assert pool.held_bytes == 2 * BLOCK_BYTES and pool.available == 7
 
 
 def test_blocks_handed_out_for_the_first_time_hold_zeros_whatever_the_memory_held() -> None:

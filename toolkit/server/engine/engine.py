@@ -25,16 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import Tensor
 
+from .admission import Admission, Admitted
 from .beam import BeamJob
 from .codec import Codec
 from .device import Placement, pick_placement
 from .events import Event, Failed, Started
 from .kv_budget import fit_context, kv_pool_for
-from .kv_pool import block_keys
-from .kv_room import Preemption, admission_blocks, resume_blocks
+from .kv_room import Preemption, full_message, resume_blocks
 from .model import BaseModelSpec
 from .output import append, finish, prompt_logprobs, stream
-from .prefill import Prompt, plan, prefill
+from .prefill import plan, prefill
 from .request import Request
 from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads, trim_heap
 from .runner import Runner
@@ -88,7 +88,6 @@ class Engine:
         self.spec, self.codec = spec, codec
         self.threads = threads
         self._current_threads = 0
-        self.enable_prefix_caching = enable_prefix_caching
         self.prompt_tokens = self.prefilled_tokens = 0
         self.placement = placement or pick_placement("cpu")
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
@@ -99,8 +98,9 @@ class Engine:
         fit_context(spec, self.kv, max_model_len, explicit_budget=kv_cache_bytes is not None)
         self.preemption = Preemption(self.kv)
         self.weights = WeightsPool(spec, self.placement, lora_bytes)
+        self.admission = Admission(self.weights, self.kv, codec, spec.eos_token_ids, enable_prefix_caching)
         self.status = EngineStatus(False, str(self.placement.device), _dtype_name(self.placement.dtype))
-        self._batches: dict[str, Batch] = {}
+        self._batches = self.admission.batches
         self._beams: list[BeamJob] = []
         self._ending: list[Sequence | BeamJob] = []  # out of the batches, their Finished not yet sent
         self._waiting: list[Request] = []
@@ -292,33 +292,12 @@ class Engine:
         resumed = self.preemption.resumable(budget, running, self.max_num_seqs)
         budget -= sum(resume_blocks(s) for s in resumed)
         running += len(resumed)
-        groups: dict[str, list[tuple[Request, Route]]] = {}
-        waiting: list[Request] = []
-        for i, req in enumerate(self._waiting):
-            need = req.beam.width if req.beam else len(req.params)
-            blocks = admission_blocks(req)
-            # preempted sequences resume before anything new is admitted
-            if self.preemption.waiting or (
-                running and (running + need > self.max_num_seqs or blocks > budget)
-            ):
-                waiting += self._waiting[i:]
-                break
-            try:
-                route = self.weights.route(req.weights, 1 if req.beam else need, self._batches)
-            except Exception as exc:  # weights that cannot load fail their request only
-                log.warning("cannot load %s: %s", req.weights.key, exc)
-                req.emit(Failed(exc))
-                continue
-            if route is None:  # its adapter waits for room among the resident ones
-                waiting.append(req)
-                continue
-            running += need
-            budget -= blocks
-            groups.setdefault("beam" if req.beam else route.key, []).append((req, route))
-        self._waiting = waiting
+        groups: dict[str, Admitted] = {}
+        if not self.preemption.waiting:  # preempted sequences resume before anything new is admitted
+            groups, self._waiting = self.admission.choose(self._waiting, running, budget, self.max_num_seqs)
         if resumed:
             try:
-                self._resume(resumed)
+                self.admission.resume(resumed, self._threads)
             except Exception as exc:
                 log.exception("resuming preempted sequences failed")
                 self._fail([(s.req, s.route) for s in resumed], exc)
@@ -349,7 +328,7 @@ class Engine:
         job.req.progressed(time.monotonic())
         if not job.req.cancelled and not self.preemption.room(self._batches, job.blocks_per_step):
             self._end_beam(job)
-            job.req.emit(Failed(RuntimeError(self._full_message("a beam search"))))
+            job.req.emit(Failed(RuntimeError(full_message(self.kv, "a beam search"))))
             return
         if job.req.cancelled or job.step():
             self._end_beam(job)
@@ -358,12 +337,6 @@ class Engine:
                 self._refresh_status()  # before its answer, as in _advance
                 job.finish()
                 self._ending.remove(job)
-
-    def _full_message(self, what: str) -> str:
-        return (
-            f"the KV cache ({self.kv.tokens} tokens, {self.kv.budget} bytes) has "
-            f"no room for {what}: ask for fewer beams or tokens, or serve with more --kv-cache-memory-bytes"
-        )
 
     def _fail(self, admitted: list[tuple[Request, Route]], exc: Exception) -> None:
         """Requests whose prefill failed (and any whose first token ended them before their
@@ -443,33 +416,12 @@ class Engine:
             req.emit(Started(0, None))
             self._beams.append(job)
 
-    def _batch(self, route: Route) -> Batch:
-        batch = self._batches.get(route.key)
-        if batch is None:
-            batch = self._batches[route.key] = Batch(route, self.weights, self.kv)
-        return batch
-
-    def _prefix_keys(self, req: Request) -> list[str]:
-        """The prefix-cache keys of ``req``'s full prompt blocks (none if it shares nothing)."""
-        if not self.enable_prefix_caching or req.cache_scope is None:
-            return []
-        return block_keys(f"{req.weights.key}|{req.cache_scope}", req.prompt_ids[:-1])
-
     def _admit(self, admitted: list[tuple[Request, Route]]) -> None:
         """Prefill requests sharing one runner (reusing cached or shared prompt prefixes, each prompt
         through its own adapter, :mod:`.prefill`), then sample each sequence's first token; the
         other choices of a request share its prompt's blocks."""
         runner = admitted[0][1].runner
-        batch, choices = self._place(admitted)
-        prompts = [
-            Prompt(
-                seqs[0],
-                seqs[0].prompt_ids,
-                self._prefix_keys(seqs[0].req),
-                seqs[0].req.prompt_logprobs is not None,
-            )
-            for seqs in choices
-        ]
+        batch, choices, prompts = self.admission.place(admitted)
         plan(prompts, self.kv)
         self._threads(runner, sum(len(p.tokens) - p.start for p in prompts))
         last, full = prefill(runner, self.kv, prompts)
@@ -499,38 +451,6 @@ class Engine:
             self._device_random,
         )
         self._advance(batch, rows, step)
-
-    def _place(self, admitted: list[tuple[Request, Route]]) -> tuple[Batch, list[list[Sequence]]]:
-        """Put each request's sequences in its runner's batch. If this fails, the requests not yet
-        placed give back the users their routes counted for them (a placed sequence gives back its
-        own when it leaves the batch)."""
-        placed = 0
-        try:
-            batch = self._batch(admitted[0][1])
-            choices: list[list[Sequence]] = []
-            eos = self.spec.eos_token_ids
-            for req, route in admitted:
-                seqs = [Sequence(req, i, route, self.codec, eos) for i in range(len(req.params))]
-                batch.seqs.extend(seqs)
-                placed += 1
-                choices.append(seqs)
-            return batch, choices
-        except Exception:
-            for req, route in admitted[placed:]:
-                self.weights.release(route, len(req.params))
-            raise
-
-    def _resume(self, seqs: list[Sequence]) -> None:
-        """Preempted sequences take their batch places again: their cached tokens run again (cached
-        prompt blocks reused) and they go on from their last sampled token."""
-        for key in dict.fromkeys(s.route.key for s in seqs):
-            group = [s for s in seqs if s.route.key == key]
-            batch = self._batch(group[0].route)
-            batch.seqs.extend(group)
-            prompts = [Prompt(s, s.cached_ids, self._prefix_keys(s.req)) for s in group]
-            plan(prompts, self.kv)
-            self._threads(batch.runner, sum(len(p.tokens) - p.start for p in prompts))
-            prefill(batch.runner, self.kv, prompts)
 
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs

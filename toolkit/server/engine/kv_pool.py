@@ -6,7 +6,7 @@ Each running sequence holds a block table: the ids of the blocks holding its pos
 prompts with a common prefix), and a sequence copies a shared block before it writes to it. A block
 full of prompt tokens is keyed by that prefix (:func:`block_keys`): when its last user leaves, it stays
 with its key until its room is needed (least recently used first), so a later prompt with the same
-prefix reuses it (prefix caching).
+prefix reuses it (prefix caching); at most a quarter of the pool stays so (:data:`IDLE_SHARE`).
 
 Storage is one tensor ``[layers, 2, kv_heads, blocks, BLOCK, head_dim]``, made on first use. On the
 CPU its pages are written only as blocks are first used, lowest free block first, so the resident
@@ -25,6 +25,9 @@ import torch
 from torch import Tensor
 
 BLOCK = 16
+IDLE_SHARE = 4
+"""At most 1 / ``IDLE_SHARE`` of the blocks hold cached prefixes no sequence uses: an RL loop's every
+checkpoint caches prefixes of its own, which would otherwise fill the pool's memory step after step."""
 
 
 def block_keys(scope: str, tokens: list[int]) -> list[str]:
@@ -161,8 +164,15 @@ class KVPool:
         if self._refs[block] == 0:
             if block in self._key_of:
                 self._idle[block] = None
+                if len(self._idle) > self.num_blocks // IDLE_SHARE:
+                    self._forget(self._idle.popitem(last=False)[0])
             else:
                 heapq.heappush(self._free, block)
+
+    def _forget(self, block: int) -> None:
+        """An idle cached block loses its key and is free again."""
+        del self._block_of[self._key_of.pop(block)]
+        heapq.heappush(self._free, block)
 
     def lookup(self, keys: list[str]) -> list[int]:
         """The cached blocks of the longest prefix of ``keys``, each now used once more."""

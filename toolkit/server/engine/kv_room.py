@@ -25,6 +25,14 @@ def admission_blocks(req: Request) -> int:
     return blocks_for(len(req.prompt_ids)) + 2 * width - 1
 
 
+def full_message(pool: KVPool, what: str) -> str:
+    """Why ``what`` failed, and what to change."""
+    return (
+        f"the KV cache ({pool.tokens} tokens, {pool.budget} bytes) has no room for {what}: ask for fewer "
+        "beams or tokens, or serve with more --kv-cache-memory-bytes"
+    )
+
+
 def resume_blocks(seq: Sequence) -> int:
     """Blocks a preempted sequence needs to resume and take its next step."""
     return blocks_for(seq.cached_len + 1)

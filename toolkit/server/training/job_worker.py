@@ -97,7 +97,7 @@ class JobWorker:
                 log.exception("background job failed")
             finally:
                 self._running = False
-                trim_heap()  # a job's transient memory goes back to the system
+                trim_heap()  # what a failed job left goes back to the system too
 
     def stop(self, timeout: float = 5.0) -> None:
         self._queue.put(None)
