@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from toolkit.server.engine.kv_pool import BLOCK, KVPool
 from toolkit.server.engine.runner import Runner
 from toolkit.server.engine.sampling import DeviceRandom, SamplingParams, race_noise, sample
 
@@ -101,10 +102,13 @@ def sampling_costs(
 ) -> dict[str, Any]:
     """One batch size's figures (milliseconds per decode step, and tokens that agree)."""
     device = runner.device
-    cache = runner.new_cache()
-    runner.prefill(cache, list(range(batch)), [prompt] * batch, [0] * batch)
+    kv = KVPool(runner.kv_shape, device, batch * runner.kv_shape.token_bytes * (len(prompt) + 2 * BLOCK))
+    tables: list[list[int]] = [[] for _ in range(batch)]
+    for table in tables:
+        assert kv.grow(table, len(prompt) + 1)
+    runner.prefill(kv, tables, [prompt] * batch, [0] * batch)
     tokens, positions = [prompt[-1]] * batch, [len(prompt)] * batch
-    logits = runner.decode(cache, tokens, positions)
+    logits = runner.decode(kv, tables, tokens, positions)
     fallback = torch.Generator().manual_seed(0)
     greedy, seeded = rows(batch, GREEDY, prompt), rows(batch, T1, prompt)
     on_device, on_device_rows = DeviceRandom(device), device_rows(batch, prompt)
@@ -112,7 +116,7 @@ def sampling_costs(
     figures: dict[str, Any] = {
         "batch": batch,
         "vocab": int(logits.shape[-1]),
-        "forward_ms": median_ms(lambda: runner.decode(cache, tokens, positions), device, steps),
+        "forward_ms": median_ms(lambda: runner.decode(kv, tables, tokens, positions), device, steps),
         "cpu_greedy_ms": median_ms(lambda: sample(logits.cpu(), greedy, fallback), device, steps),
         "cpu_t1_ms": median_ms(lambda: sample(logits.cpu(), seeded, fallback), device, steps),
         "device_greedy_ms": median_ms(lambda: sample(logits, greedy, fallback, pool), device, steps),

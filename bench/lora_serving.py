@@ -35,6 +35,7 @@ from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
+from toolkit.server.engine.kv_pool import BLOCK, KVPool
 from toolkit.server.engine.model import from_folder
 from toolkit.server.engine.random_models import write_folder
 from toolkit.server.engine.request import Request, Weights
@@ -111,15 +112,19 @@ def step_ms(engine: Engine, prompt: list[int], weights: list[Weights], grouped_u
     routes = [engine.weights.route(w, 1, ()) for w in weights]
     slots = [route.adapter for route in routes if route is not None]
     runner = engine.weights.base
-    cache = runner.new_cache()
-    cache.reserve(len(slots), len(prompt) + 1)
+    kv = KVPool(
+        runner.kv_shape, runner.device, len(slots) * runner.kv_shape.token_bytes * (len(prompt) + 2 * BLOCK)
+    )
+    tables: list[list[int]] = [[] for _ in slots]
+    for table in tables:
+        assert kv.grow(table, len(prompt) + 1)
     cuda = runner.device.type == "cuda"  # kernels run asynchronously there: wait for them
     times = []
     for _ in range(10):
         if cuda:
             torch.cuda.synchronize(runner.device)
         start = time.perf_counter()
-        runner.decode(cache, [prompt[-1]] * len(slots), [len(prompt)] * len(slots), slots)
+        runner.decode(kv, tables, [prompt[-1]] * len(slots), [len(prompt)] * len(slots), slots)
         if cuda:
             torch.cuda.synchronize(runner.device)
         times.append(time.perf_counter() - start)

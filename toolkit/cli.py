@@ -88,6 +88,8 @@ def _serve(args: argparse.Namespace) -> int:
             priority_scheduling=args.scheduling_policy == "priority",
             max_num_seqs=args.max_num_seqs,
             enable_prefix_caching=args.enable_prefix_caching,
+            kv_cache_bytes=args.kv_cache_memory_bytes,
+            max_model_len=args.max_model_len,
             inference_url=args.inference_url,
             inference_api_key=args.inference_api_key,
             request_timeout=args.request_timeout,
@@ -112,6 +114,35 @@ def _seconds(value: str) -> float:
     if not seconds >= 0 or seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {value!r}")
     return seconds
+
+
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+
+
+def _bytes(value: str) -> int:
+    """A number of bytes, with an optional unit: K, M, G (powers of 10) or Ki, Mi, Gi (of 2)."""
+    text = str(value).strip().lower().removesuffix("b")
+    number = text.rstrip("kmgi")
+    unit = _UNITS.get(text[len(number) :])
+    try:
+        amount = float(number) * unit if unit is not None else -1.0
+    except ValueError:
+        amount = -1.0
+    if not 0 < amount < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of bytes (e.g. 2147483648 or 2GiB), got {value!r}"
+        )
+    return int(amount)
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
 
 
 def _positive_seconds(value: str) -> float:
@@ -347,6 +378,21 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse the keys/values of prompt prefixes across requests: cached 16-token blocks, and "
         "requests admitted together with one prefix prefill it once (default: on; "
         "--no-enable-prefix-caching turns it off, as in vLLM)",
+    )
+    serve.add_argument(
+        "--kv-cache-memory-bytes",
+        type=_bytes,
+        metavar="BYTES",
+        help="memory for the keys and values of the sequences being decoded (and cached prompt prefixes), "
+        "per base model, allocated in 16-token blocks as they are used; K, M, G, Ki, Mi, Gi suffixes "
+        "(default: 1 GiB on the CPU, a quarter of a GPU's memory)",
+    )
+    serve.add_argument(
+        "--max-model-len",
+        type=_positive_int,
+        metavar="TOKENS",
+        help="the longest sequence (prompt and output) served, at most the model's context (default: the "
+        "model's, lowered to what the KV cache holds)",
     )
     serve.add_argument(
         "--inference-url",

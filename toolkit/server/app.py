@@ -23,6 +23,7 @@ from .chat import routes as chat
 from .chat.context import ChatContext
 from .chat.external import ExternalInference, inference_url
 from .engine.device import pick_placement
+from .engine.kv_budget import fit_context, kv_pool_for
 from .engine.model import BUILTIN_NAMES, BaseModelSpec, builtin_spec, resolve_base
 from .engine.served import ServedModels
 from .errors import install_handlers
@@ -71,6 +72,8 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         priority_scheduling=settings.priority_scheduling,
         enable_prefix_caching=settings.enable_prefix_caching,
         lora_bytes=settings.max_lora_bytes,
+        kv_cache_bytes=settings.kv_cache_bytes,
+        max_model_len=settings.max_model_len,
     )
     db = Database(settings.db_path, MIGRATIONS)
     models = Models(db)
@@ -175,13 +178,17 @@ def create_app(settings: Settings, bases: list[BaseModelSpec] | None = None) -> 
 def serve(settings: Settings) -> None:
     """Bind (port 0 picks a free port) and serve until stopped; ``server.json`` names the URL while
     the server is ready (written after start-up, removed at shutdown). The base models, the device and
-    the inference URL are checked before binding: a ``BaseModelError``, ``DeviceError`` or
+    the inference URL are checked before binding (and the KV cache budget against the context length):
+    a ``BaseModelError``, ``DeviceError`` or
     ``InferenceUrlError`` says what is wrong."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    pick_placement(settings.device)
+    placement = pick_placement(settings.device)
     if settings.inference_url:
         settings.inference_url = inference_url(settings.inference_url)
     bases = base_models(settings)
+    for spec in bases:  # a context the KV cache cannot hold is one line, before binding
+        pool = kv_pool_for(spec, placement, settings.kv_cache_bytes)
+        fit_context(spec, pool, settings.max_model_len, explicit_budget=settings.kv_cache_bytes is not None)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on such sockets (else Nagle adds ~40 ms a request)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -3,6 +3,7 @@ and the servable-model list (``/v1/models``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -28,18 +29,7 @@ def health(svc: Services = Depends(services), _: User = Depends(current_user)) -
             name=base.spec.name,
             aliases=list(base.spec.aliases),
             source=base.spec.source,
-            loaded=base.engine.loaded,
-            device=base.engine.device,
-            dtype=base.engine.dtype,
-            parameter_bytes=base.engine.parameter_bytes,
-            kv_cache_bytes=base.engine.kv_cache_bytes,
-            adapters=base.engine.adapters,
-            adapter_bytes=base.engine.adapter_bytes,
-            checkpoints=base.engine.checkpoints,
-            running=base.engine.running,
-            waiting=base.engine.waiting,
-            prompt_tokens=base.engine.prompt_tokens,
-            prefilled_tokens=base.engine.prefilled_tokens,
+            **dataclasses.asdict(base.engine),
         )
         for base in svc.chat.served.status()
     ]

@@ -27,6 +27,10 @@ class Settings:
     priority_scheduling: bool = False
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
     enable_prefix_caching: bool = True  # reuse prompt prefixes across requests (engine/prefill.py)
+    kv_cache_bytes: int | None = None  # KV cache budget per base model (None: engine/resources.py's default)
+    max_model_len: int | None = (
+        None  # the longest sequence served (None: the model's, if the KV cache holds it)
+    )
     max_body_bytes: int = MAX_BODY_BYTES
     # deadline of a non-streamed chat request in seconds (0: none); a stream ends when its client leaves
     request_timeout: float = 600.0

@@ -14,8 +14,8 @@ class ServedBaseModel(WireModel):
     """A base model the local server serves (extension of ``GET /v1/health``): its names, where it
     comes from, and what its engine holds. Weights load on first use, so ``loaded`` is false until a
     chat request (or named adapter, or checkpoint) needs them; the byte counts are then those of the
-    parameters (base and whole-weight checkpoints), the KV caches (running sequences and prefix
-    cache) and the resident LoRA adapters."""
+    parameters (base and whole-weight checkpoints), the KV cache (blocks of running sequences and
+    cached prompt prefixes, within its budget) and the resident LoRA adapters."""
 
     name: str
     aliases: list[str] = Field(default_factory=list)
@@ -24,12 +24,15 @@ class ServedBaseModel(WireModel):
     device: str
     dtype: str
     parameter_bytes: int = 0
-    kv_cache_bytes: int = 0
+    kv_cache_bytes: int = 0  # KV cache blocks in use or cached for reuse
+    kv_cache_budget_bytes: int = 0  # what the KV cache may hold (--kv-cache-memory-bytes)
+    max_model_len: int = 0  # the longest sequence served, which the KV cache holds
     adapters: int = 0
     adapter_bytes: int = 0
     checkpoints: int = 0  # whole-weight checkpoints loaded beside the base
     running: int = 0  # sequences decoding
-    waiting: int = 0  # requests queued
+    waiting: int = 0  # requests queued, and sequences preempted for KV cache room
+    preemptions: int = 0  # sequences preempted for KV cache room since the server started
     prompt_tokens: int = 0  # prompt tokens of the requests admitted since the server started
     prefilled_tokens: int = 0  # of which run through the model (the rest reused cached or shared keys/values)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from support.model_folders import ARCHITECTURES, write_folder
+from toolkit.server.engine.kv_pool import KVPool
 from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.runner import Runner
 
@@ -24,13 +25,16 @@ def test_runner_matches_transformers(arch: str, tmp_path: Path) -> None:
     runner = Runner(load_model(spec), spec.max_model_len)
     with torch.no_grad():
         reference = reference_model(torch.tensor([[*PROMPT, *NEXT]])).logits[0]
-    cache = runner.new_cache()
-    last, [full] = runner.prefill(cache, [0], [PROMPT], [0], [True])
+    pool = KVPool(runner.kv_shape, runner.device, 1 << 22)
+    table: list[int] = []
+    assert pool.grow(table, len(PROMPT))
+    last, [full] = runner.prefill(pool, [table], [PROMPT], [0], [True])
     assert full is not None and torch.allclose(full, reference[: len(PROMPT)], atol=1e-4)
     assert torch.allclose(last[0], reference[len(PROMPT) - 1], atol=1e-4)
     for step, token in enumerate(NEXT[:-1]):
         at = len(PROMPT) + step
-        logits = runner.decode(cache, [token], [at])
+        assert pool.writable(table, at)
+        logits = runner.decode(pool, [table], [token], [at])
         assert torch.allclose(logits[0], reference[at], atol=1e-4), (arch, step)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from support.model_folders import write_adapter, write_folder
+from toolkit.server.engine import admission as admission_module
 from toolkit.server.engine import engine as engine_module
 from toolkit.server.engine.beam import BeamJob
 from toolkit.server.engine.codec import Codec
@@ -128,14 +129,14 @@ async def test_an_admission_failing_partway_releases_its_adapter(
     assert stack is not None
     stack.max_bytes = stack.slot_bytes(4)  # one adapter of rank 4 (write_adapter's)
     placed, unplaced = request(engine, "placed", 3, on_a), request(engine, "unplaced", 3, on_a)
-    real_sequence = engine_module.Sequence
+    real_sequence = admission_module.Sequence
 
     def sequence(req: Request, *args: Any) -> Sequence:
         if req is unplaced:
             raise RuntimeError("a broken admission")
         return real_sequence(req, *args)
 
-    monkeypatch.setattr(engine_module, "Sequence", sequence)
+    monkeypatch.setattr(admission_module, "Sequence", sequence)
     queues = [engine.submit(placed), engine.submit(unplaced)]  # before the start: one admission
     engine.start()
     try:

@@ -20,6 +20,7 @@ from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished
+from toolkit.server.engine.kv_pool import KVPool
 from toolkit.server.engine.lora import AdapterError, LoraAdapter
 from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.request import Request, Weights
@@ -62,14 +63,16 @@ def slot(p: WeightsPool, folder: Path) -> int:
 
 def run(runner: Runner, prompts: list[list[int]], slots: list[int], steps: int = 3) -> list[torch.Tensor]:
     """Per row: the logits after the prompt and after each greedy decode step, ``[steps + 1, V]``."""
-    cache = runner.new_cache()
-    cache.reserve(len(prompts), max(map(len, prompts)))
-    last, _ = runner.prefill(cache, list(range(len(prompts))), prompts, [0] * len(prompts), None, slots)
+    pool = KVPool(runner.kv_shape, runner.device, 1 << 22)
+    tables: list[list[int]] = [[] for _ in prompts]
+    assert all(pool.grow(t, len(p)) for t, p in zip(tables, prompts, strict=True))
+    last, _ = runner.prefill(pool, tables, prompts, [0] * len(prompts), None, slots)
     rows = [[row] for row in last]
     positions = [len(p) for p in prompts]
     for _ in range(steps):
         tokens = [int(r[-1].argmax()) for r in rows]
-        logits = runner.decode(cache, tokens, positions, slots)
+        assert all(pool.writable(t, at) for t, at in zip(tables, positions, strict=True))
+        logits = runner.decode(pool, tables, tokens, positions, slots)
         for r, row in zip(rows, logits, strict=True):
             r.append(row)
         positions = [p + 1 for p in positions]
@@ -131,7 +134,7 @@ def test_the_engine_decodes_different_adapters_in_one_step(
     decode = runner.decode
 
     def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
-        batches.append(list(kwargs.get("adapters", args[3] if len(args) > 3 else None) or []))
+        batches.append(list(kwargs.get("adapters", args[4] if len(args) > 4 else None) or []))
         return decode(*args, **kwargs)
 
     monkeypatch.setattr(runner, "decode", spy)

@@ -19,8 +19,8 @@ from conftest import LocalServer
 from support.chat_helpers import chat
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.events import Failed, Finished, Started
+from toolkit.server.engine.kv_pool import BLOCK
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin
-from toolkit.server.engine.prefix_cache import BLOCK
 from toolkit.server.engine.request import Request, Weights
 from toolkit.server.engine.sampling import SamplingParams
 

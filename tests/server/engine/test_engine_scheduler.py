@@ -1,18 +1,15 @@
 """The engine's scheduler without HTTP: requests in, events out on the caller's event loop; the torch
-thread count it runs with (set in its own thread, not in the caller's); the device it reports; the
-KV cache it keeps between batches."""
+thread count it runs with (set in its own thread, not in the caller's); the device it reports; beam
+search. (Its KV cache: test_engine_kv_cache.py.)"""
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import torch
 
-from toolkit.server.engine import engine as engine_module
 from toolkit.server.engine.engine import ENGINE_THREADS, Engine
 from toolkit.server.engine.events import Event, Failed, Finished, Started
 from toolkit.server.engine.model import BaseModelSpec, ensure_builtin
@@ -110,24 +107,3 @@ async def test_device_and_beam_search_through_the_scheduler(spec: BaseModelSpec)
     beams = [e for e in events if isinstance(e, Finished)]
     assert sorted(b.index for b in beams) == [0, 1]
     assert all(len(b.token_ids) == 4 for b in beams) and beams[0].token_ids != beams[1].token_ids
-
-
-async def test_the_kv_cache_kept_for_the_next_batch_goes_back_when_the_engine_idles(
-    spec: BaseModelSpec, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A finished batch's KV cache stays for the next batch (counted in ``kv_cache_bytes``, the prefix
-    cache being off) until the engine has been idle for ``SPARE_IDLE_S``."""
-    monkeypatch.setattr(engine_module, "SPARE_IDLE_S", 0.3)
-    engine = Engine.for_model(spec, enable_prefix_caching=False)
-    engine.start()
-    try:
-        greedy = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
-        for _ in range(2):
-            await run(engine, request(engine, greedy))
-            assert engine.status.kv_cache_bytes > 0 and engine.status.running == 0
-        deadline = time.monotonic() + 30
-        while engine.status.kv_cache_bytes and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert engine.status.kv_cache_bytes == 0
-    finally:
-        engine.stop()

@@ -10,8 +10,8 @@ import torch
 from outlines_core import Guide
 
 from toolkit.server.engine.codec import Codec, IncrementalText
+from toolkit.server.engine.kv_pool import BLOCK, KVPool, block_keys
 from toolkit.server.engine.model import ensure_builtin, load_model
-from toolkit.server.engine.prefix_cache import BLOCK, block_keys
 from toolkit.server.engine.runner import Runner
 from toolkit.server.engine.sampling import SamplingParams, sample
 from toolkit.server.engine.structured import Compiler, ConstraintError, grammar_regex, regex_for
@@ -47,32 +47,41 @@ def fallback() -> torch.Generator:
 def test_runner_matches_transformers_forward(spec) -> None:  # type: ignore[no-untyped-def]
     model = load_model(spec)
     runner = Runner(model, spec.max_model_len)
-    cache = runner.new_cache()
+    pool = KVPool(runner.kv_shape, runner.device, 1 << 22)
     prompt = [256, 117, 115, 101, 114, 10, 104, 105, 257, 10, 256, 97]
     with torch.no_grad():
         reference = model(torch.tensor([[*prompt, 65, 66]])).logits[0]
-    last, [full] = runner.prefill(cache, [0], [prompt], [0], [True])
+    table: list[int] = []
+    assert pool.grow(table, len(prompt))
+    last, [full] = runner.prefill(pool, [table], [prompt], [0], [True])
     assert full is not None and torch.allclose(full, reference[: len(prompt)], atol=1e-4)
     assert torch.allclose(last[0], reference[len(prompt) - 1], atol=1e-4)
-    cache.copy_slot(0, 1, len(prompt))  # a second row sharing the prompt (n > 1, prefix cache)
-    step1 = runner.decode(cache, [65, 65], [len(prompt), len(prompt)])
-    assert torch.allclose(step1[0], reference[len(prompt)], atol=1e-4)
-    assert torch.allclose(step1[1], reference[len(prompt)], atol=1e-4)
-    step2 = runner.decode(cache, [66, 66], [len(prompt) + 1] * 2)
-    assert torch.allclose(step2[0], reference[len(prompt) + 1], atol=1e-4)
+    second = pool.fork(table)  # a second row sharing the prompt's block (n > 1): written to, it is copied
+    for step, token in enumerate((65, 66)):
+        at = len(prompt) + step
+        assert all(pool.writable(t, at) for t in (table, second))
+        logits = runner.decode(pool, [table, second], [token, token], [at, at])
+        assert torch.allclose(logits[0], reference[at], atol=1e-4)
+        assert torch.allclose(logits[1], reference[at], atol=1e-4)
+    assert table != second and pool.in_use == 2
 
 
 def test_batched_prefill_of_different_lengths_and_cached_prefixes(spec) -> None:  # type: ignore[no-untyped-def]
     model = load_model(spec)
     runner = Runner(model, spec.max_model_len)
-    cache = runner.new_cache()
+    pool = KVPool(runner.kv_shape, runner.device, 1 << 22)
+    tables: list[list[int]] = [[], [], []]
     long, short = list(range(60, 90)), [256, 65, 66, 67]
-    runner.prefill(cache, [2], [long[:16]], [0])  # slot 2 already holds the first 16 tokens of ``long``
-    last, _ = runner.prefill(cache, [1, 2], [short, long[16:]], [0, 16])
+    assert pool.grow(tables[2], 16)
+    runner.prefill(pool, [tables[2]], [long[:16]], [0])  # row 2 already holds the first 16 tokens of ``long``
+    assert pool.grow(tables[1], len(short)) and pool.grow(tables[2], len(long))
+    last, _ = runner.prefill(pool, tables[1:], [short, long[16:]], [0, 16])
     with torch.no_grad():
         assert torch.allclose(last[0], model(torch.tensor([short])).logits[0, -1], atol=1e-4)
         assert torch.allclose(last[1], model(torch.tensor([long])).logits[0, -1], atol=1e-4)
-    step = runner.decode(cache, [0, 1, 2], [0, len(short), len(long)])
+    positions = [0, len(short), len(long)]
+    assert all(pool.writable(t, at) for t, at in zip(tables, positions, strict=True))
+    step = runner.decode(pool, tables, [0, 1, 2], positions)
     with torch.no_grad():
         assert torch.allclose(step[1], model(torch.tensor([[*short, 1]])).logits[0, -1], atol=1e-4)
         assert torch.allclose(step[2], model(torch.tensor([[*long, 2]])).logits[0, -1], atol=1e-4)

@@ -12,6 +12,7 @@ import torch
 
 from .codec import Codec
 from .events import Delta, Finished
+from .kv_pool import KVPool
 from .request import Request
 from .weights import Route
 
@@ -25,18 +26,28 @@ class _Beam:
 class BeamJob:
     """One beam-search request, advanced one token per engine iteration."""
 
-    def __init__(self, req: Request, route: Route, codec: Codec, eos: list[int], max_len: int) -> None:
+    def __init__(
+        self, req: Request, route: Route, codec: Codec, eos: list[int], max_len: int, pool: KVPool
+    ) -> None:
         assert req.beam is not None
-        self.req, self.route, self.runner, self.codec = req, route, route.runner, codec
+        self.req, self.route, self.runner, self.codec, self.pool = req, route, route.runner, codec, pool
         self.width = req.beam.width
         self.params = req.params[0]
         self.eos = frozenset() if self.params.ignore_eos else frozenset(eos[:1])
         self.max_steps = min(self.params.max_tokens, max_len - len(req.prompt_ids))
-        self.cache = self.runner.new_cache()
         self.completed: list[_Beam] = []
         self.beams = [_Beam()]
-        logits, _ = self.runner.prefill(self.cache, [0], [req.prompt_ids], [0], adapters=[route.adapter])
-        self._expand(logits.cpu())
+        self.tables: list[list[int]] = [[]]  # each beam's KV blocks
+        try:
+            if not pool.grow(self.tables[0], len(req.prompt_ids)):
+                raise RuntimeError("the KV cache has no room for a prompt admitted to it")
+            logits, _ = self.runner.prefill(
+                pool, self.tables, [req.prompt_ids], [0], adapters=[route.adapter]
+            )
+            self._expand(logits.cpu())
+        except Exception:
+            self.release()
+            raise
 
     def _score(self, beam: _Beam) -> float:
         length = len(self.req.prompt_ids) + len(beam.tokens)
@@ -64,16 +75,30 @@ class BeamJob:
         candidates.sort(key=lambda c: self._score(c[0]), reverse=True)
         kept = candidates[: self.width]
         self.beams = [b for b, _ in kept]
-        if kept:
-            length = len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
-            self.cache.gather([p for _, p in kept], length)
+        tables = [self.pool.fork(self.tables[parent]) for _, parent in kept]
+        self.release()
+        self.tables = tables
+
+    @property
+    def blocks_per_step(self) -> int:
+        """The most blocks a step may take: one per beam (a new block, or a copy of a shared one)."""
+        return len(self.beams)
+
+    def release(self) -> None:
+        """Give the beams' blocks back to the pool."""
+        for table in self.tables:
+            self.pool.release(table)
+        self.tables = []
 
     def step(self) -> bool:
         """Advance every live beam by one token; True once finished (then :meth:`finish` emits)."""
         if self.beams and len(self.beams[0].tokens) < self.max_steps:
             position = len(self.req.prompt_ids) + len(self.beams[0].tokens) - 1
+            if not all(self.pool.writable(table, position) for table in self.tables):
+                raise RuntimeError("the KV cache has no room for the next step of a beam search")
             logits = self.runner.decode(
-                self.cache,
+                self.pool,
+                self.tables,
                 [b.tokens[-1] for b in self.beams],
                 [position] * len(self.beams),
                 [self.route.adapter] * len(self.beams),

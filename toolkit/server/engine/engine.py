@@ -15,6 +15,7 @@ request drawing from a device generator of its own (``TOOLKIT_DEVICE_SAMPLING`` 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -24,17 +25,19 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import Tensor
 
+from .admission import Admission, Admitted
 from .beam import BeamJob
 from .codec import Codec
 from .device import Placement, pick_placement
 from .events import Event, Failed, Started
+from .kv_budget import fit_context, kv_pool_for
+from .kv_room import Preemption, full_message, resume_blocks
 from .model import BaseModelSpec
 from .output import append, finish, prompt_logprobs, stream
-from .prefill import Prompt, plan, prefill
-from .prefix_cache import PrefixCache, block_keys
+from .prefill import plan, prefill
 from .request import Request
-from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads
-from .runner import Runner, SlotCache
+from .resources import LORA_BYTES, SERIAL_WORK, device_random, device_sampling, torch_threads, trim_heap
+from .runner import Runner
 from .running import Batch, Sequence
 from .sampling import DeviceRandom, StepResult, sample
 from .status import EngineStatus
@@ -46,10 +49,9 @@ ENGINE_THREADS = torch_threads()
 NOISE_THREADS = 8
 """Most threads drawing the random numbers of seeded rows at once, with device sampling on."""
 SPARE_IDLE_S = 30.0
-"""Seconds the engine stays idle before it frees the KV cache it keeps for the next batch. Kept on the
-CPU only: a new cache there is fresh pages that the kernel faults in and zeroes (some 3,000 faults for
-8 rows of 300 tokens of the built-in model, whenever the allocator had handed the last one back),
-while CUDA's caching allocator reuses freed memory by itself, for the trainer too."""
+"""Seconds the engine stays idle before it frees the KV pool's memory (and the prefixes it caches), on
+the CPU only: a new pool there is fresh pages that the kernel faults in and zeroes, so it stays while
+requests keep coming; CUDA's caching allocator reuses freed memory by itself, for the trainer too."""
 
 
 class Engine:
@@ -79,22 +81,26 @@ class Engine:
         enable_prefix_caching: bool = True,
         sample_on_device: bool | None = None,
         random_on_device: bool | None = None,
+        kv_cache_bytes: int | None = None,
+        max_model_len: int | None = None,
     ) -> None:
+        spec = dataclasses.replace(spec)  # its max_model_len is fitted to the KV cache below
         self.spec, self.codec = spec, codec
         self.threads = threads
         self._current_threads = 0
-        self.enable_prefix_caching = enable_prefix_caching
         self.prompt_tokens = self.prefilled_tokens = 0
         self.placement = placement or pick_placement("cpu")
         self.compiler = Compiler(codec, spec.eos_token_ids[0])
         self.max_num_seqs = max_num_seqs
         self.priority_scheduling = priority_scheduling
         self.vocab_size = spec.vocab_size
-        self.prefix_cache = PrefixCache()
+        self.kv = kv_pool_for(spec, self.placement, kv_cache_bytes)
+        fit_context(spec, self.kv, max_model_len, explicit_budget=kv_cache_bytes is not None)
+        self.preemption = Preemption(self.kv)
         self.weights = WeightsPool(spec, self.placement, lora_bytes)
+        self.admission = Admission(self.weights, self.kv, codec, spec.eos_token_ids, enable_prefix_caching)
         self.status = EngineStatus(False, str(self.placement.device), _dtype_name(self.placement.dtype))
-        self._batches: dict[str, Batch] = {}
-        self._spare: SlotCache | None = None  # the cache of the latest batch to empty, for the next
+        self._batches = self.admission.batches
         self._beams: list[BeamJob] = []
         self._ending: list[Sequence | BeamJob] = []  # out of the batches, their Finished not yet sent
         self._waiting: list[Request] = []
@@ -119,6 +125,7 @@ class Engine:
         use_pool = self.sample_on_device and not on_device
         self._noise_pool = ThreadPoolExecutor(threads, "toolkit-noise") if use_pool else None
         self._thread = threading.Thread(target=self._loop, name="toolkit-engine", daemon=True)
+        self._refresh_status()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -133,6 +140,8 @@ class Engine:
         placement: Placement | None = None,
         lora_bytes: int = LORA_BYTES,
         enable_prefix_caching: bool = True,
+        kv_cache_bytes: int | None = None,
+        max_model_len: int | None = None,
     ) -> Engine:
         return cls(
             spec,
@@ -143,6 +152,8 @@ class Engine:
             placement=placement,
             lora_bytes=lora_bytes,
             enable_prefix_caching=enable_prefix_caching,
+            kv_cache_bytes=kv_cache_bytes,
+            max_model_len=max_model_len,
         )
 
     @property
@@ -217,9 +228,13 @@ class Engine:
                 place[id(seq.req)] = f"running on {key}"
         for job in list(self._beams):
             place[id(job.req)] = "beam search"
+        for seq in list(self.preemption.waiting):
+            place[id(seq.req)] = "preempted"
         lines = [
             f"engine {self.spec.name}: thread alive {self._thread.is_alive()}, inbox {len(self._inbox)}, "
             f"waiting {len(self._waiting)}, running {self._running()}, batches {list(self._batches)}, "
+            f"preempted {len(self.preemption.waiting)}, "
+            f"KV blocks in use {self.kv.in_use} of {self.kv.num_blocks - 1}, "
             f"last step {_ago(now, self.stepped_at)}, status {self.status}"
         ]
         for req in self.live():
@@ -233,7 +248,11 @@ class Engine:
 
     # ------------------------------------------------------------------ scheduler thread
 
+    def _held(self) -> int:
+        return self._running() + len(self.preemption.waiting)
+
     def _running(self) -> int:
+        """Sequences decoding (preempted ones aside)."""
         return sum(len(b.seqs) for b in self._batches.values()) + sum(j.width for j in self._beams)
 
     def _loop(self) -> None:
@@ -241,10 +260,11 @@ class Engine:
         self._current_threads = self.threads
         while True:
             with self._wake:
-                while not self._stopping and not self._inbox and not self._waiting and not self._running():
-                    if not self._wake.wait(SPARE_IDLE_S if self._spare is not None else None):
-                        self._spare = None  # idle for a while: its memory goes back
-                        self._refresh_status()
+                while not self._stopping and not self._inbox and not self._waiting and not self._held():
+                    on_cpu = self.kv.storage is not None and self.kv.device.type == "cpu"
+                    if not self._wake.wait(SPARE_IDLE_S if on_cpu else None) and self.kv.free_storage():
+                        trim_heap()
+                        self._refresh_status()  # idle for a while: the pool's memory went back
                 if self._stopping:
                     return
                 self._waiting.extend(self._inbox)
@@ -262,28 +282,25 @@ class Engine:
 
     def _iterate(self) -> None:
         self._waiting = [r for r in self._waiting if not r.cancelled]
+        for seq in [s for s in self.preemption.waiting if s.req.cancelled]:
+            self.preemption.drop([seq])
+            self.weights.release(seq.route)
         if self.priority_scheduling:
             self._waiting.sort(key=lambda r: (r.priority, r.arrival))
         running = self._running()
-        groups: dict[str, list[tuple[Request, Route]]] = {}
-        waiting: list[Request] = []
-        for i, req in enumerate(self._waiting):
-            need = req.beam.width if req.beam else len(req.params)
-            if running and running + need > self.max_num_seqs:
-                waiting += self._waiting[i:]
-                break
+        budget = self.kv.available
+        resumed = self.preemption.resumable(budget, running, self.max_num_seqs)
+        budget -= sum(resume_blocks(s) for s in resumed)
+        running += len(resumed)
+        groups: dict[str, Admitted] = {}
+        if not self.preemption.waiting:  # preempted sequences resume before anything new is admitted
+            groups, self._waiting = self.admission.choose(self._waiting, running, budget, self.max_num_seqs)
+        if resumed:
             try:
-                route = self.weights.route(req.weights, 1 if req.beam else need, self._batches)
-            except Exception as exc:  # weights that cannot load fail their request only
-                log.warning("cannot load %s: %s", req.weights.key, exc)
-                req.emit(Failed(exc))
-                continue
-            if route is None:  # its adapter waits for room among the resident ones
-                waiting.append(req)
-                continue
-            running += need
-            groups.setdefault("beam" if req.beam else route.key, []).append((req, route))
-        self._waiting = waiting
+                self.admission.resume(resumed, self._threads)
+            except Exception as exc:
+                log.exception("resuming preempted sequences failed")
+                self._fail([(s.req, s.route) for s in resumed], exc)
         for key, admitted in groups.items():
             try:
                 if key == "beam":
@@ -293,26 +310,33 @@ class Engine:
             except Exception as exc:
                 log.exception("prefill failed")
                 self._fail(admitted, exc)
-        for key, batch in list(self._batches.items()):
+        for batch in self._batches.values():
             for seq in [s for s in batch.seqs if s.req.cancelled]:
                 batch.remove(seq)
+        self.preemption.claim(self._batches)  # a writable next position for each, or preemption
+        for key, batch in list(self._batches.items()):
             if batch.seqs:
                 self._decode(batch)
             if not batch.seqs:
-                cache = self._batches.pop(key).cache
-                if cache.device.type == "cpu":
-                    self._spare = cache
+                del self._batches[key]
         for job in list(self._beams):
-            self._threads(job.runner, job.width)
-            job.req.progressed(time.monotonic())
-            if job.req.cancelled or job.step():
-                self._end_beam(job)
-                if not job.req.cancelled:
-                    self._ending.append(job)
-                    self._refresh_status()  # before its answer, as in _advance
-                    job.finish()
-                    self._ending.remove(job)
+            self._step_beam(job)
         self._refresh_status()
+
+    def _step_beam(self, job: BeamJob) -> None:
+        self._threads(job.runner, job.width)
+        job.req.progressed(time.monotonic())
+        if not job.req.cancelled and not self.preemption.room(self._batches, job.blocks_per_step):
+            self._end_beam(job)
+            job.req.emit(Failed(RuntimeError(full_message(self.kv, "a beam search"))))
+            return
+        if job.req.cancelled or job.step():
+            self._end_beam(job)
+            if not job.req.cancelled:
+                self._ending.append(job)
+                self._refresh_status()  # before its answer, as in _advance
+                job.finish()
+                self._ending.remove(job)
 
     def _fail(self, admitted: list[tuple[Request, Route]], exc: Exception) -> None:
         """Requests whose prefill failed (and any whose first token ended them before their
@@ -322,6 +346,9 @@ class Engine:
         for batch in self._batches.values():
             for seq in [s for s in batch.seqs if id(s.req) in failed]:
                 batch.remove(seq)
+        for seq in [s for s in self.preemption.waiting if id(s.req) in failed]:
+            self.preemption.drop([seq])
+            self.weights.release(seq.route)
         started = {id(job.req) for job in self._beams}
         for req, route in admitted:
             if req.beam is not None and id(req) not in started:
@@ -330,38 +357,44 @@ class Engine:
             req.emit(Failed(exc))
 
     def _fail_all(self, exc: BaseException) -> None:
-        """A step failed: every request it holds fails, running or ended without its ``Finished``."""
+        """A step failed: every request it holds fails, running, preempted or ended without its
+        ``Finished``."""
         held = [*self._ending, *(s for b in self._batches.values() for s in b.seqs), *self._beams]
-        for req in {id(x.req): x.req for x in held}.values():
+        for req in {id(x.req): x.req for x in [*held, *self.preemption.waiting]}.values():
             req.emit(Failed(exc))
         self._ending.clear()
         for batch in self._batches.values():
             for seq in list(batch.seqs):
                 batch.remove(seq)
+        for seq in list(self.preemption.waiting):
+            self.preemption.drop([seq])
+            self.weights.release(seq.route)
         for job in list(self._beams):
             self._end_beam(job)
         self._batches.clear()
 
     def _end_beam(self, job: BeamJob) -> None:
         self._beams.remove(job)
+        job.release()
         self.weights.release(job.route)
 
     def _refresh_status(self) -> None:
         usage = self.weights.usage()
-        caches = sum(b.cache.bytes for b in self._batches.values()) + sum(j.cache.bytes for j in self._beams)
-        caches += self._spare.bytes if self._spare is not None else 0
         device = str(self.weights.base.device) if usage.loaded else str(self.placement.device)
         self.status = EngineStatus(
             loaded=usage.loaded,
             device=device,
             dtype=_dtype_name(self.placement.dtype),
             parameter_bytes=usage.parameter_bytes,
-            kv_cache_bytes=caches + self.prefix_cache.used,
+            kv_cache_bytes=self.kv.held_bytes,
+            kv_cache_budget_bytes=self.kv.budget,
+            max_model_len=self.spec.max_model_len,
             checkpoints=usage.checkpoints,
             adapters=usage.adapters,
             adapter_bytes=usage.adapter_bytes,
             running=self._running(),
-            waiting=len(self._waiting),
+            waiting=len(self._waiting) + len(self.preemption.waiting),
+            preemptions=self.preemption.count,
             prompt_tokens=self.prompt_tokens,
             prefilled_tokens=self.prefilled_tokens,
         )
@@ -379,27 +412,28 @@ class Engine:
     def _start_beams(self, admitted: list[tuple[Request, Route]]) -> None:
         for req, route in admitted:
             self._threads(route.runner, len(req.prompt_ids))
-            job = BeamJob(req, route, self.codec, self.spec.eos_token_ids, self.spec.max_model_len)
+            job = BeamJob(req, route, self.codec, self.spec.eos_token_ids, self.spec.max_model_len, self.kv)
             req.emit(Started(0, None))
             self._beams.append(job)
 
     def _admit(self, admitted: list[tuple[Request, Route]]) -> None:
         """Prefill requests sharing one runner (reusing cached or shared prompt prefixes, each prompt
-        through its own adapter, :mod:`.prefill`), then sample each sequence's first token."""
+        through its own adapter, :mod:`.prefill`), then sample each sequence's first token; the
+        other choices of a request share its prompt's blocks."""
         runner = admitted[0][1].runner
-        batch, prompts = self._place(admitted)
-        plan(prompts, self.prefix_cache)
-        self._threads(runner, sum(len(p.req.prompt_ids) - p.start for p in prompts))
-        last, full = prefill(runner, batch.cache, prompts, self.prefix_cache)
+        batch, choices, prompts = self.admission.place(admitted)
+        plan(prompts, self.kv)
+        self._threads(runner, sum(len(p.tokens) - p.start for p in prompts))
+        last, full = prefill(runner, self.kv, prompts)
         last = self._to_sampler(last)
         rows: list[Sequence] = []
         parent_rows: list[int] = []
-        for i, p in enumerate(prompts):
-            req, n = p.req, len(p.req.params)
+        for i, (p, seqs) in enumerate(zip(prompts, choices, strict=True)):
+            req = p.seq.req
             self.prompt_tokens += len(req.prompt_ids)
             self.prefilled_tokens += len(req.prompt_ids) - p.start
-            for index in range(1, n):  # the other choices copy the prompt's keys/values
-                batch.cache.copy_slot(p.slot, p.slot + index, len(req.prompt_ids))
+            for other in seqs[1:]:
+                other.blocks = self.kv.fork(p.seq.blocks)
             logits = full[i]
             prompt_lp = (
                 prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
@@ -407,8 +441,8 @@ class Engine:
                 else None
             )
             req.emit(Started(p.start, prompt_lp))
-            rows.extend(batch.seqs[p.slot : p.slot + n])
-            parent_rows.extend([i] * n)
+            rows.extend(seqs)
+            parent_rows.extend([i] * len(seqs))
         step = sample(
             last[torch.tensor(parent_rows, device=last.device)],
             rows,
@@ -418,38 +452,12 @@ class Engine:
         )
         self._advance(batch, rows, step)
 
-    def _place(self, admitted: list[tuple[Request, Route]]) -> tuple[Batch, list[Prompt]]:
-        """Put each request's sequences in its runner's batch, with cache room for its prompt. If this
-        fails, the requests not yet placed give back the users their routes counted for them (a
-        placed sequence gives back its own when it leaves the batch)."""
-        placed = 0
-        try:
-            batch = self._batches.get(admitted[0][1].key)
-            if batch is None:  # a new batch takes the spare cache (every runner has the same shape)
-                batch, self._spare = Batch(admitted[0][1], self.weights, self._spare), None
-            self._batches[admitted[0][1].key] = batch
-            prompts: list[Prompt] = []
-            eos = self.spec.eos_token_ids
-            for req, route in admitted:
-                slot, n = len(batch.seqs), len(req.params)
-                batch.seqs.extend([Sequence(req, i, slot + i, route, self.codec, eos) for i in range(n)])
-                placed += 1
-                batch.cache.reserve(slot + n, len(req.prompt_ids))
-                shares = self.enable_prefix_caching and req.cache_scope is not None
-                scope = f"{req.weights.key}|{req.cache_scope}"
-                keys = block_keys(scope, req.prompt_ids[:-1]) if shares else []
-                prompts.append(Prompt(req, slot, route.adapter, keys))
-            return batch, prompts
-        except Exception:
-            for req, route in admitted[placed:]:
-                self.weights.release(route, len(req.params))
-            raise
-
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs
         self._threads(batch.runner, len(seqs))
         logits = batch.runner.decode(
-            batch.cache,
+            self.kv,
+            [s.blocks for s in seqs],
             [s.output_ids[-1] for s in seqs],
             [s.cached_len for s in seqs],
             [s.route.adapter for s in seqs],

@@ -29,6 +29,7 @@ from transformers.initialization import no_init_weights
 
 from .device import Placement
 from .fetched import FETCHED, FetchedModel, fetch, model_cache
+from .kv_pool import KVShape
 from .sources import BaseModelError, BaseSource, resolve_folder
 from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
 
@@ -251,6 +252,15 @@ def serve_hint(name: str) -> str:
         f"`{name}` is a built-in model: serve it with `toolkit serve --base-model {name}` "
         f"(or tk.connect(base_models=[{name!r}]))"
     )
+
+
+def kv_shape(spec: BaseModelSpec, dtype: torch.dtype) -> KVShape:
+    """What one position's keys and values of ``spec`` take in ``dtype``, read from its config."""
+    config = AutoConfig.from_pretrained(spec.folder)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return KVShape(config.num_hidden_layers, kv_heads, head_dim, dtype)
 
 
 def load_model(

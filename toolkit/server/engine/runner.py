@@ -1,7 +1,8 @@
-"""A lean forward pass over a Llama-family model's weights with a slot-based KV cache.
+"""A lean forward pass over a Llama-family model's weights, its keys and values in the blocks of a
+:class:`~.kv_pool.KVPool`.
 
-Each running sequence owns a slot (a row of the cache); decode steps run all slots ``0..B-1`` of a
-cache at once, each row attending to its own length. Works for the Llama, Mistral, Qwen2 (q/k/v
+Each row of a forward names its sequence's block table; a decode step runs every running sequence at
+once, each row attending to its own length. Works for the Llama, Mistral, Qwen2 (q/k/v
 bias) and Qwen3 (q/k norms) module layout of transformers (q/k/v/o projections, gated MLP, RMS norms,
 rotary embeddings). The base runner also holds the resident LoRA adapters
 (:class:`~.adapter_stack.AdapterStack`): each row of a forward may use its own. Every tensor is made
@@ -19,7 +20,7 @@ from torch import Tensor
 from transformers import PreTrainedModel
 
 from .adapter_stack import AdapterStack, LoraRows, Target
-from .prefix_cache import BLOCK
+from .kv_pool import BLOCK, KVPool, KVShape, blocks_for
 
 Attend = Callable[[int, Tensor, Tensor, Tensor], Tensor]
 """``(layer, q [R, heads, D], k, v [R, kv_heads, D])`` for the ``R`` positions of a forward: stores the
@@ -129,8 +130,9 @@ class Runner:
             ]
             self.adapters = AdapterStack(targets, self.n_layers, self.device, self.dtype, lora_bytes)
 
-    def new_cache(self) -> SlotCache:
-        return SlotCache(self.n_layers, self.n_kv, self.head_dim, self.dtype, self.cos.shape[0], self.device)
+    @property
+    def kv_shape(self) -> KVShape:
+        return KVShape(self.n_layers, self.n_kv, self.head_dim, self.dtype)
 
     def _project(
         self,
@@ -180,16 +182,17 @@ class Runner:
     @torch.no_grad()
     def prefill(
         self,
-        cache: SlotCache,
-        slots: list[int],
+        pool: KVPool,
+        tables: list[list[int]],
         prompts: list[list[int]],
         starts: list[int],
         full: list[bool] | None = None,
         adapters: list[int] | None = None,
     ) -> tuple[Tensor, list[Tensor | None]]:
-        """Run several prompts at once, ``prompts[i]`` at positions ``starts[i]..`` of ``slots[i]``
-        (the positions before are cached), right-padded to the longest, prompt ``i`` through adapter
-        slot ``adapters[i]`` (0 or none: the weights alone).
+        """Run several prompts at once, ``prompts[i]`` at positions ``starts[i]..`` of the sequence
+        whose blocks are ``tables[i]`` (holding those positions; the positions before are in the
+        cache), right-padded to the longest, prompt ``i`` through adapter slot ``adapters[i]`` (0 or
+        none: the weights alone).
 
         Returns float32 logits ``[k, V]`` of each prompt's last position, and where ``full[i]`` the
         logits ``[len, V]`` of every position of prompt ``i``.
@@ -197,24 +200,25 @@ class Runner:
         dev = self.device
         lengths = [len(p) for p in prompts]
         k, t = len(prompts), max(lengths)
-        width = min(cache.max_len, max(s + t for s in starts))
-        cache.reserve(max(slots) + 1, width)
+        view = _BlockView(tables, max(s + n for s, n in zip(starts, lengths, strict=True)), dev)
         ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts], device=dev)
-        # pad positions past the window are clamped: they only ever hold masked garbage
+        # pad positions go no further than the window (their outputs are never read, nor written)
         positions = (torch.tensor(starts, device=dev)[:, None] + torch.arange(t, device=dev)[None]).clamp(
-            max=width - 1
+            max=min(view.width, self.cos.shape[0]) - 1
         )
-        rows = torch.tensor(slots, device=dev)
-        mask = (torch.arange(width, device=dev)[None, None, :] <= positions[:, :, None])[:, None]
+        real = torch.tensor([i * t + j for i, n in enumerate(lengths) for j in range(n)], device=dev)
+        slots = view.slots(
+            torch.tensor([i for i, n in enumerate(lengths) for _ in range(n)], device=dev),
+            torch.tensor([s + j for s, n in zip(starts, lengths, strict=True) for j in range(n)], device=dev),
+        )
+        mask = (torch.arange(view.width, device=dev)[None, None, :] <= positions[:, :, None])[:, None]
 
         def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
-            cache.k[i][rows[:, None], :, positions] = key.view(k, t, self.n_kv, -1)
-            cache.v[i][rows[:, None], :, positions] = value.view(k, t, self.n_kv, -1)
-            keys, values = cache.k[i][rows, :, :width], cache.v[i][rows, :, :width]
+            keys, values = view.store_and_read(pool.layer(i), slots, key[real], value[real])
             out = F.scaled_dot_product_attention(
                 q.view(k, t, self.n_heads, -1).transpose(1, 2),
-                keys,
-                values,
+                keys.transpose(0, 1),
+                values.transpose(0, 1),
                 attn_mask=mask,
                 scale=self.scale,
                 enable_gqa=self.n_kv != self.n_heads,
@@ -232,38 +236,40 @@ class Runner:
 
     @torch.no_grad()
     def decode(
-        self, cache: SlotCache, tokens: list[int], positions: list[int], adapters: list[int] | None = None
+        self,
+        pool: KVPool,
+        tables: list[list[int]],
+        tokens: list[int],
+        positions: list[int],
+        adapters: list[int] | None = None,
     ) -> Tensor:
-        """One step for slots ``0..B-1``: token ``tokens[b]`` at ``positions[b]`` through adapter slot
+        """One step for ``B`` sequences: token ``tokens[b]`` at ``positions[b]`` of the sequence whose
+        blocks are ``tables[b]`` (holding that position, writable), through adapter slot
         ``adapters[b]``; returns float32 logits ``[B, V]``.
 
-        Each layer's new keys/values go to the cache with one ``index_put_`` each (from their strided
-        views: no copy to make them contiguous first), and attention is two batched matmuls per layer
-        over strided views of the cache (the query heads sharing a key/value head as one row group),
-        with a mask built once per step (none when every row is at the same position): at one query
-        per row this is cheaper on the CPU than ``scaled_dot_product_attention``.
+        Each layer writes the new keys/values with one ``index_put_``, reads every row's blocks with
+        one ``index_select`` (``[kv_heads * B, width, head_dim]``, key/value head major) and attends
+        with two batched matmuls (the query heads sharing a key/value head as one row group) under a
+        mask built once per step: at one query per row this is cheaper on the CPU than
+        ``scaled_dot_product_attention``.
         """
-        b = len(tokens)
-        width = max(positions) + 1
-        cache.reserve(b, width)
-        dev = self.device
-        nkv, group, d, length = self.n_kv, self.n_heads // self.n_kv, self.head_dim, cache.length
+        b, dev = len(tokens), self.device
+        nkv, group, d = self.n_kv, self.n_heads // self.n_kv, self.head_dim
+        view = _BlockView(tables, max(positions) + 1, dev)
         at = torch.tensor(positions, device=dev)
-        # the flat row of (slot, kv head, position) in a cache tensor viewed as [-1, head_dim], [B, kv]
-        flat = (torch.arange(b * nkv, device=dev).view(b, nkv) * length + at[:, None],)
+        slots = view.slots(torch.arange(b, device=dev), at)
         mask = self._no_mask
-        if min(positions) < width - 1:
-            later = torch.arange(width, device=dev)[None, :] > at[:, None]
-            mask = torch.zeros(b, width, device=dev, dtype=self.dtype).masked_fill_(later, -float("inf"))
-            mask = mask.repeat_interleave(nkv, dim=0)[:, None]  # [B * kv, 1, width]
+        if min(positions) < view.width - 1:
+            later = torch.arange(view.width, device=dev)[None, :] > at[:, None]
+            mask = torch.zeros(b, view.width, device=dev, dtype=self.dtype).masked_fill_(later, -float("inf"))
+            mask = mask.repeat(nkv, 1)[:, None]  # [kv * B, 1, width]
 
         def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
-            cache.flat_k[i].index_put_(flat, key)
-            cache.flat_v[i].index_put_(flat, value)
-            keys_t = cache.k[i].as_strided((b * nkv, d, width), (length * d, 1, d))
-            values = cache.v[i].as_strided((b * nkv, width, d), (length * d, d, 1))
-            scores = torch.baddbmm(mask, q.reshape(b * nkv, group, d), keys_t, alpha=self.scale)
-            return torch.bmm(scores.softmax(-1), values).view(b, -1)
+            keys, values = view.store_and_read(pool.layer(i), slots, key, value)
+            queries = q.view(b, nkv, group, d).transpose(0, 1).reshape(nkv * b, group, d)
+            scores = torch.baddbmm(mask, queries, keys.view(nkv * b, -1, d).transpose(1, 2), alpha=self.scale)
+            out = torch.bmm(scores.softmax(-1), values.view(nkv * b, -1, d))
+            return out.view(nkv, b, group * d).transpose(0, 1).reshape(b, -1)
 
         embedded = F.embedding(torch.tensor(tokens, device=dev), self.embed.weight)
         return self._logits(self._layers(embedded, at, attend, self._lora_rows(adapters)))
@@ -273,68 +279,28 @@ class Runner:
         return F.linear(self.norm(h), self.lm_head.weight, self.lm_head.bias).float()
 
 
-class SlotCache:
-    """Keys and values ``[slots, kv_heads, length, head_dim]`` per layer, grown on demand."""
+class _BlockView:
+    """The rows of one forward in the pool: each row's block table padded (with the zero block 0)
+    to the blocks of the longest, ``width`` positions."""
 
-    def __init__(
-        self, n_layers: int, n_kv: int, head_dim: int, dtype: torch.dtype, max_len: int, device: torch.device
-    ) -> None:
-        self.n_layers, self.n_kv, self.head_dim, self.max_len = n_layers, n_kv, head_dim, max_len
-        self.dtype, self.device = dtype, device
-        self.slots, self.length, self.bytes = 0, 0, 0
-        self.k: list[Tensor] = []
-        self.v: list[Tensor] = []
-        self.flat_k: list[Tensor] = []
-        self.flat_v: list[Tensor] = []
+    def __init__(self, tables: list[list[int]], positions: int, device: torch.device) -> None:
+        count = blocks_for(positions)
+        self.rows, self.width = len(tables), count * BLOCK
+        padded = [t[:count] + [0] * (count - len(t[:count])) for t in tables]
+        self.table = torch.tensor(padded, device=device)  # [rows, blocks]
+        self.flat = self.table.view(-1)
 
-    def reserve(self, slots: int, length: int) -> None:
-        if slots <= self.slots and length <= self.length:
-            return
-        new_slots = max(slots, self.slots, 4) if slots <= self.slots else max(slots, 2 * self.slots, 4)
-        new_len = (
-            self.length if length <= self.length else min(self.max_len, max(length, 2 * self.length, 64))
-        )
-        shape = (new_slots, self.n_kv, new_len, self.head_dim)
-        for store in (self.k, self.v):
-            for i in range(self.n_layers):
-                grown = torch.zeros(shape, dtype=self.dtype, device=self.device)
-                if store and i < len(store):
-                    grown[: self.slots, :, : self.length] = store[i]
-                    store[i] = grown
-                else:
-                    store.append(grown)
-        self.slots, self.length = new_slots, new_len
-        self.bytes = sum(t.numel() * t.element_size() for store in (self.k, self.v) for t in store)
-        self.flat_k = [t.view(-1, self.head_dim) for t in self.k]  # [slots * kv_heads * length, D]
-        self.flat_v = [t.view(-1, self.head_dim) for t in self.v]
+    def slots(self, rows: Tensor, positions: Tensor) -> Tensor:
+        """Where position ``positions[j]`` of row ``rows[j]`` lies among a layer's ``blocks * BLOCK``."""
+        return self.table[rows, positions // BLOCK] * BLOCK + positions % BLOCK
 
-    def copy_slot(self, src: int, dst: int, length: int) -> None:
-        for store in (self.k, self.v):
-            for t in store:
-                t[dst, :, :length] = t[src, :, :length]
-
-    def gather(self, rows: list[int], length: int) -> None:
-        """Rows ``0..len(rows)-1`` become copies of rows ``rows`` (beam reordering)."""
-        order = torch.tensor(rows, device=self.device)
-        for store in (self.k, self.v):
-            for t in store:
-                t[: len(order), :, :length] = t[order, :, :length]
-
-    def read_blocks(self, slot: int, first: int, end: int) -> list[Tensor]:
-        """Blocks ``first..end-1`` of ``slot``, each ``[layers, 2, kv_heads, BLOCK, head_dim]`` (copies)."""
-        start, stop = first * BLOCK, end * BLOCK
-        joined = torch.stack(
-            [
-                torch.stack((k[slot, :, start:stop], v[slot, :, start:stop]))
-                for k, v in zip(self.k, self.v, strict=True)
-            ]
-        )
-        return [block.clone() for block in joined.split(BLOCK, dim=-2)]
-
-    def write_blocks(self, slot: int, blocks: list[Tensor]) -> None:
-        """Blocks ``0..len(blocks)-1`` of ``slot`` become ``blocks``."""
-        joined = torch.cat(blocks, dim=-2)
-        end = joined.shape[-2]
-        for i, (k, v) in enumerate(zip(self.k, self.v, strict=True)):
-            k[slot, :, :end] = joined[i, 0]
-            v[slot, :, :end] = joined[i, 1]
+    def store_and_read(
+        self, layer: Tensor, slots: Tensor, key: Tensor, value: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Write ``key``/``value`` ``[n, kv_heads, D]`` at ``slots`` of ``layer``
+        (``[2, kv_heads, blocks, BLOCK, D]``), then read the rows' blocks: keys and values
+        ``[kv_heads, rows, width, D]``."""
+        flat = layer.view(2, layer.shape[1], -1, layer.shape[-1])
+        flat[:, :, slots] = torch.stack((key, value)).transpose(1, 2)
+        read = layer.index_select(2, self.flat).view(2, layer.shape[1], self.rows, self.width, -1)
+        return read[0], read[1]

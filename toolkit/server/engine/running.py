@@ -1,26 +1,30 @@
-"""What the engine holds for each running choice: a :class:`Sequence` (its tokens, sampling state and
-text so far) and, per runner, a :class:`Batch` (its sequences, sequence ``i`` in cache slot ``i``)."""
+"""What the engine holds for each running choice: a :class:`Sequence` (its tokens, block table,
+sampling state and text so far) and, per runner, a :class:`Batch` (its running sequences)."""
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 from torch import Tensor
 
 from .codec import Codec, IncrementalText
 from .events import TopLogprobs
+from .kv_pool import KVPool
 from .request import Request
-from .runner import SlotCache
 from .weights import Route, WeightsPool
+
+_admissions = itertools.count()
 
 
 class Sequence:
     """One choice being generated; satisfies :class:`~.sampling.RowState`."""
 
-    def __init__(
-        self, req: Request, index: int, slot: int, route: Route, codec: Codec, eos: list[int]
-    ) -> None:
+    def __init__(self, req: Request, index: int, route: Route, codec: Codec, eos: list[int]) -> None:
         p = req.params[index]
-        self.req, self.index, self.slot, self.route, self.params = req, index, slot, route, p
+        self.req, self.index, self.route, self.params = req, index, route, p
+        self.order = next(_admissions)  # admission order: the latest admitted is preempted first
+        self.blocks: list[int] = []  # the KV pool blocks of its positions
         self.prompt_ids = req.prompt_ids
         self.output_ids: list[int] = []
         self.generator: torch.Generator | None = None
@@ -50,21 +54,23 @@ class Sequence:
         """Tokens whose keys/values are in the cache (all but the last sampled one)."""
         return len(self.prompt_ids) + max(len(self.output_ids) - 1, 0)
 
+    @property
+    def cached_ids(self) -> list[int]:
+        """The tokens of those keys/values: what a preempted sequence runs again to resume."""
+        return self.prompt_ids + self.output_ids[:-1]
+
 
 class Batch:
-    """The running sequences of one runner: sequence ``i`` lives in cache slot ``i``, of ``cache`` if
-    given (a cache of an earlier batch: what its slots hold past each sequence's length is never
-    read unmasked, as with a slot a finished sequence left), else of a new one."""
+    """The running sequences of one runner, their keys and values in ``kv``."""
 
-    def __init__(self, route: Route, pool: WeightsPool, cache: SlotCache | None = None) -> None:
-        self.runner, self.pool = route.runner, pool
-        self.cache: SlotCache = cache or route.runner.new_cache()
+    def __init__(self, route: Route, pool: WeightsPool, kv: KVPool) -> None:
+        self.runner, self.pool, self.kv = route.runner, pool, kv
         self.seqs: list[Sequence] = []
 
-    def remove(self, seq: Sequence) -> None:
-        self.pool.release(seq.route)
-        last = self.seqs.pop()
-        if last is not seq:
-            self.cache.copy_slot(last.slot, seq.slot, min(last.cached_len + 1, self.cache.length))
-            last.slot = seq.slot
-            self.seqs[seq.slot] = last
+    def remove(self, seq: Sequence, *, keep_route: bool = False) -> None:
+        """``seq`` leaves: its blocks go back to the pool, and its route's user too unless
+        ``keep_route`` (a preempted sequence, which resumes on the same route)."""
+        self.seqs.remove(seq)
+        self.kv.release(seq.blocks)
+        if not keep_route:
+            self.pool.release(seq.route)

@@ -52,6 +52,8 @@ class ServedModels:
         lora_bytes: int = LORA_BYTES,
         threads: int = ENGINE_THREADS,
         enable_prefix_caching: bool = True,
+        kv_cache_bytes: int | None = None,
+        max_model_len: int | None = None,
     ) -> None:
         if not specs:
             raise BaseModelError("no base model to serve")
@@ -65,6 +67,8 @@ class ServedModels:
                 placement=placement,
                 lora_bytes=lora_bytes,
                 enable_prefix_caching=enable_prefix_caching,
+                kv_cache_bytes=kv_cache_bytes,
+                max_model_len=max_model_len,
             )
             for name in spec.names:
                 if name in self._engines:

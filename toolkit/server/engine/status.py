@@ -14,11 +14,14 @@ class EngineStatus:
     device: str
     dtype: str
     parameter_bytes: int = 0
-    kv_cache_bytes: int = 0  # running sequences' caches and the prefix cache
+    kv_cache_bytes: int = 0  # KV pool blocks in use or cached for reuse
+    kv_cache_budget_bytes: int = 0  # what the KV pool may hold
+    max_model_len: int = 0  # the longest sequence served (fits in the KV pool)
     checkpoints: int = 0
     adapters: int = 0
     adapter_bytes: int = 0
     running: int = 0
-    waiting: int = 0
+    waiting: int = 0  # requests queued and sequences preempted
+    preemptions: int = 0  # sequences preempted for KV room since the start
     prompt_tokens: int = 0  # prompt tokens of the requests admitted since the start
     prefilled_tokens: int = 0  # of which run through the model (the rest were reused)

@@ -6,9 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from .sequences import Sample
+
+LOGITS_BYTES = 32 * 2**20
+"""Most bytes of float32 logits one chunk of the loss computes at once."""
 
 
 @dataclass
@@ -49,24 +53,38 @@ def token_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``logp[b, t] = log p(token t | tokens < t)`` (0 at t = 0) and the entropy of that distribution.
 
-    The output head runs on ``chunk_size`` positions at a time, so the full ``[B, T, vocab]``
-    logits never exist at once (``logprob_calculation_chunk_size``).
+    The output head runs on a chunk of positions at a time: at most ``chunk_size``
+    (``logprob_calculation_chunk_size``) and at most what keeps a chunk's float32 logits under
+    :data:`LOGITS_BYTES`. With gradients, each chunk is recomputed in the backward pass instead of
+    kept, so the ``[B, T, vocab]`` logits never exist at once, nor their softmax and gradient (a
+    3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
     hidden = model.base_model(input_ids=batch.tokens, attention_mask=batch.attention).last_hidden_state[
         :, :-1
     ]
     head = model.get_output_embeddings()
     targets = batch.tokens[:, 1:]
+    rows, length = targets.shape
+    step = max(1, min(chunk_size, LOGITS_BYTES // (4 * rows * head.weight.shape[0])))
+    recompute = torch.is_grad_enabled() and hidden.requires_grad
     logps: list[torch.Tensor] = []
     entropies: list[torch.Tensor] = []
-    for start in range(0, targets.shape[1], chunk_size):
-        logits = head(hidden[:, start : start + chunk_size]).float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        chunk_targets = targets[:, start : start + chunk_size].unsqueeze(-1)
-        logps.append(log_probs.gather(-1, chunk_targets).squeeze(-1))
-        if with_entropy:
-            entropies.append(-(log_probs.exp() * log_probs).sum(-1).detach())
-    zero = torch.zeros(batch.tokens.shape[0], 1, device=batch.tokens.device)
-    logp = torch.cat([zero, *logps], dim=1)
-    entropy = torch.cat([zero, *entropies], dim=1) if with_entropy else None
+    for start in range(0, length, step):
+        chunk = (head, hidden[:, start : start + step], targets[:, start : start + step], with_entropy)
+        logp, entropy = checkpoint(_chunk, *chunk, use_reentrant=False) if recompute else _chunk(*chunk)
+        logps.append(logp)
+        entropies.append(entropy)
+    zero = torch.zeros(rows, 1, device=batch.tokens.device)
+    return torch.cat([zero, *logps], dim=1), torch.cat([zero, *entropies], dim=1) if with_entropy else None
+
+
+def _chunk(
+    head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities of ``targets`` after ``hidden``, and their distributions' entropy (no
+    gradient; zeros when not asked)."""
+    log_probs = torch.log_softmax(head(hidden).float(), dim=-1)
+    logp = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else torch.zeros_like(logp)
     return logp, entropy

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..engine.resources import trim_heap
+
 log = logging.getLogger("toolkit.jobs")
 
 # A running job that shows no progress (``beat``) for this long counts as stuck. Generous: one
@@ -95,6 +97,7 @@ class JobWorker:
                 log.exception("background job failed")
             finally:
                 self._running = False
+                trim_heap()  # what a failed job left goes back to the system too
 
     def stop(self, timeout: float = 5.0) -> None:
         self._queue.put(None)

@@ -37,6 +37,7 @@ from ...types.training import (
 )
 from ..engine.device import Placement
 from ..engine.model import BaseModelSpec
+from ..engine.resources import trim_heap
 from ..errors import Unprocessable
 from ..store.artifacts import Artifacts
 from ..store.db import Database
@@ -420,7 +421,9 @@ class TrainingRunner:
     ) -> None:
         """Write the checkpoint and its optimizer state (or link the unchanged ones), then the
         checkpoint row, the RL job's trajectories with their advantages and ``training_ended`` at
-        once; then drop the optimizer state of ``base``."""
+        once; then drop the optimizer state of ``base``. The steps' freed memory goes back to the
+        system first, so a client that sees the job succeed sees the server's memory without it."""
+        trim_heap()
         self._check(job_id)
         step = self.models.current_step(base.model_id) + 1
         staging = self.files.stage(base.model_id, step, job_id)

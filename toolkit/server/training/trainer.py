@@ -19,6 +19,7 @@ from .forward import Batch, make_batch, token_logprobs
 from .loss import LossInputs, policy_loss
 from .policy import Policy
 from .sequences import ChatFormat, Sample, UntrainableError, pack, rl_samples
+from .step_memory import step_memory
 
 GRAD_CLIP = 1.0
 
@@ -130,7 +131,8 @@ def run_rl(
     job_timing = {"timing_s/prepare": plan.prepare_s, "timing_s/old_logprobs": time.perf_counter() - started}
     for i, (samples, batch) in enumerate(zip(plan.batches, batches, strict=True)):
         step_start = time.perf_counter()
-        new, entropy = token_logprobs(model, batch, chunk)
+        with step_memory(model, batch.tokens.numel()):
+            new, entropy = token_logprobs(model, batch, chunk)
         out = policy_loss(
             LossInputs(
                 new_logprobs=new,
@@ -236,7 +238,8 @@ def run_sft(
     try:
         for i, (samples, lr) in enumerate(zip(batches, learning_rates, strict=True)):
             batch = make_batch(samples, pad_id, device)
-            logp, entropy = token_logprobs(model, batch, chunk_size)
+            with step_memory(model, batch.tokens.numel()):
+                logp, entropy = token_logprobs(model, batch, chunk_size)
             count = batch.mask.sum()
             loss = -(logp * batch.mask).sum() / count.clamp(min=1)
             loss.backward()
