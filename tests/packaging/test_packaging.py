@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -54,10 +55,19 @@ def test_wheel_has_an_spdx_license_and_no_deprecation(tmp_path: Path) -> None:
 def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     """The scripts and pyproject.toml in a folder whose ``.venv/bin`` holds stand-ins that log their
     calls: ``python`` (pip and pytest logged, anything else run by the real interpreter), ``toolkit``,
-    ``ruff``, ``mypy``, ``lint-imports`` and ``chromium``."""
+    ``ruff``, ``mypy``, ``lint-imports`` and ``chromium``; and Weave's ``.venv-weave``, as built."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
+    (repo / "bench").mkdir()
+    requirements = shutil.copy(ROOT / "bench" / "weave-requirements.txt", repo / "bench")
+    weave = repo / ".venv-weave"  # built already: its stamp is the requirements' digest
+    (weave / "bin").mkdir(parents=True)
+    (weave / "bin" / "python").write_text("")
+    (weave / "bin" / "python").chmod(0o755)
+    (weave / ".requirements-installed").write_text(
+        hashlib.sha256(Path(requirements).read_bytes()).hexdigest()
+    )
     bin_dir, log = repo / ".venv" / "bin", tmp_path / "calls.log"
     bin_dir.mkdir(parents=True)
     python = (
