@@ -142,6 +142,49 @@ def fastest(measured: tuple[Rate, list[int]]) -> float:
     return measured[0].wall
 
 
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three colors.",
+    "What is 12 times 3?",
+    "Who wrote Hamlet?",
+    "Give me a synonym for happy.",
+    "What do bees make?",
+    "How many days are in a week?",
+    "Translate 'thank you' into Spanish.",
+    "What is the boiling point of water in Celsius?",
+    "Write a haiku about the sea.",
+    "What is the largest planet?",
+    "Spell the word 'banana' backwards.",
+    "What language is spoken in Brazil?",
+    "Name a fruit that is yellow.",
+    "What is H2O?",
+    "Say hello.",
+]
+
+
+def agreement(http: httpx.Client, model: Any, tokens: int) -> str:
+    """How the engine's greedy answers to 16 questions compare with float32 ``generate``'s: the
+    answers identical, and their tokens in common from the start, on average."""
+    same, before = 0, []
+    for question in QUESTIONS:
+        body = {"messages": [{"role": "user", "content": question}], "max_tokens": tokens, "temperature": 0}
+        answer = http.post("/v1/chat/completions", json={**body, "return_token_ids": True}).json()
+        ids = torch.tensor([answer["prompt_token_ids"]])
+        with torch.no_grad():
+            out = model.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, do_sample=False
+            )
+        peer = out[0, ids.shape[1] :].tolist()
+        mine = answer["choices"][0]["token_ids"]
+        pairs = list(zip(mine, peer, strict=False))
+        before.append(next((i for i, (a, b) in enumerate(pairs) if a != b), len(pairs)))
+        same += mine == peer
+    return (
+        f"{same} of {len(QUESTIONS)} greedy answers identical to float32 `generate`'s; "
+        f"{statistics.mean(before):.1f} tokens in common from the start, on average"
+    )
+
+
 def decode_table(args: argparse.Namespace, http: httpx.Client, pid: int) -> tuple[str, str]:
     body = {"messages": MESSAGES, "max_tokens": 1, "return_token_ids": True}
     prompt = http.post("/v1/chat/completions", json=body).json()["prompt_token_ids"]
@@ -161,11 +204,13 @@ def decode_table(args: argparse.Namespace, http: httpx.Client, pid: int) -> tupl
         )
         print(rows[-1], flush=True)
     first, peer_first = ttft(http, model, prompt, args.ttft_samples)
+    agreed = agreement(http, model, args.tokens)
     header = (
         "| concurrent requests (generate's batch) | engine, tok/s | generate, tok/s | ratio | "
         "engine, tok per CPU-s | generate, tok per CPU-s | ratio | greedy tokens equal |\n" + "|---" * 8 + "|"
     )
-    return header + "\n" + "\n".join(rows), f"{first:.0f} ms (generate of one token: {peer_first:.0f} ms)"
+    table = header + "\n" + "\n".join(rows) + f"\n\nAnswers to 16 questions: {agreed}."
+    return table, f"{first:.0f} ms (generate of one token: {peer_first:.0f} ms)"
 
 
 def row(name: str, total: float, steps: float, bare: float) -> str:

@@ -40,5 +40,7 @@ def test_real_model_smoke_compares_decode_and_training_with_their_peers() -> Non
     whole = re.search(r"rollouts .* and ([\d.]+) s for the job: \*\*([\d.]+) s\*\*", out)
     peak = re.search(r"peak resident memory over the run: ([\d.]+) GiB", out)
     assert first and whole and peak
+    agreed = re.search(r"Answers to 16 questions: (\d+) of 16 greedy answers identical", out)
+    assert agreed and agreed[1] == "16"  # float32 on both sides
     assert int(first[1]) > 0 and int(first[2]) > 0 and float(whole[2]) >= float(whole[1]) > 0
     assert 0.1 < float(peak[1]) < 8
