@@ -130,8 +130,10 @@ class BareSFT(BareLoop):
     ) -> None:
         super().__init__(spec, "sft", threads, placement, adapter)
 
-    def batches(self, conversations: Sequence[list[dict[str, Any]]], batch_size: int) -> list[Batch]:
-        samples = [s for messages in conversations for s in self.format.conversation(messages, None)]
+    def batches(self, conversations: Sequence[Any], batch_size: int) -> list[Batch]:
+        """The batches of ``conversations``: message lists, or SFT lines (``messages`` and ``tools``)."""
+        pairs = [(c["messages"], c.get("tools")) if isinstance(c, dict) else (c, None) for c in conversations]
+        samples = [s for messages, tools in pairs for s in self.format.conversation(messages, tools)]
         batches = sft_batches(samples, batch_size)
         return [make_batch(b, self.spec.pad_token_id, self.device) for b in batches]
 

@@ -83,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
             base_models=bases,
             lora_modules=[AdapterSource.parse(value) for value in args.lora_modules or []],
             device=args.device,
+            dtype=args.dtype,
             max_lora_bytes=args.max_lora_memory * 2**20,
             trust_request_chat_template=args.trust_request_chat_template,
             priority_scheduling=args.scheduling_policy == "priority",
@@ -327,6 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         "--device",
         default="auto",
         help="auto (an accelerator if present, else the CPU), cpu, cuda, cuda:N or mps (default: auto)",
+    )
+    serve.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="the served weights' dtype: auto is float32 on the CPU and bfloat16 on a GPU; bfloat16 on a "
+        "CPU with AVX-512 BF16 or AMX decodes about twice as fast, at bfloat16's precision (training "
+        "keeps the device's own dtype)",
     )
     serve.add_argument(
         "--max-lora-memory",

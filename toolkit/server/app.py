@@ -63,11 +63,12 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
     """Open the stores, start the engines (each loads its base model on first use), the job worker
     and the training runner; the watchdog is started by the app, on its event loop."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    placement = pick_placement(settings.device)  # serving and training on the same device
+    placement = pick_placement(settings.device)  # serving and training on the same device,
+    serving = pick_placement(settings.device, settings.dtype)  # the served weights in --dtype
     served = ServedModels(
         bases if bases is not None else base_models(settings),
         settings.lora_modules,
-        placement=placement,
+        placement=serving,
         max_num_seqs=settings.max_num_seqs,
         priority_scheduling=settings.priority_scheduling,
         enable_prefix_caching=settings.enable_prefix_caching,
@@ -182,7 +183,7 @@ def serve(settings: Settings) -> None:
     a ``BaseModelError``, ``DeviceError`` or
     ``InferenceUrlError`` says what is wrong."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    placement = pick_placement(settings.device)
+    placement = pick_placement(settings.device, settings.dtype)
     if settings.inference_url:
         settings.inference_url = inference_url(settings.inference_url)
     bases = base_models(settings)

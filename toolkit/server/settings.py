@@ -22,6 +22,7 @@ class Settings:
     base_models: list[BaseSource] = field(default_factory=list)
     lora_modules: list[AdapterSource] = field(default_factory=list)  # adapters served by name
     device: str = "auto"  # auto | cpu | cuda[:N] | mps (engine/device.py)
+    dtype: str = "auto"  # the served weights: auto (the device's own) | float32 | bfloat16 | float16
     max_lora_bytes: int = LORA_BYTES  # resident LoRA adapters per base model, least recently used out
     trust_request_chat_template: bool = False
     priority_scheduling: bool = False

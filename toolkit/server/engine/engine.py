@@ -48,10 +48,11 @@ log = logging.getLogger("toolkit.engine")
 ENGINE_THREADS = torch_threads()
 NOISE_THREADS = 8
 """Most threads drawing the random numbers of seeded rows at once, with device sampling on."""
-SPARE_IDLE_S = 30.0
+SPARE_IDLE_S = 5.0
 """Seconds the engine stays idle before it frees the KV pool's memory (and the prefixes it caches), on
 the CPU only: a new pool there is fresh pages that the kernel faults in and zeroes, so it stays while
-requests keep coming; CUDA's caching allocator reuses freed memory by itself, for the trainer too."""
+requests keep coming, and goes soon after, as an RL loop's training starts (CUDA's caching allocator
+reuses freed memory by itself, for the trainer too)."""
 
 
 class Engine:

@@ -200,7 +200,7 @@ class Runner:
         dev = self.device
         lengths = [len(p) for p in prompts]
         k, t = len(prompts), max(lengths)
-        view = _BlockView(tables, max(s + n for s, n in zip(starts, lengths, strict=True)), dev)
+        view = _BlockView(tables, max(s + n for s, n in zip(starts, lengths, strict=True)), pool)
         ids = torch.tensor([p + [0] * (t - len(p)) for p in prompts], device=dev)
         # pad positions go no further than the window (their outputs are never read, nor written)
         positions = (torch.tensor(starts, device=dev)[:, None] + torch.arange(t, device=dev)[None]).clamp(
@@ -255,7 +255,7 @@ class Runner:
         """
         b, dev = len(tokens), self.device
         nkv, group, d = self.n_kv, self.n_heads // self.n_kv, self.head_dim
-        view = _BlockView(tables, max(positions) + 1, dev)
+        view = _BlockView(tables, max(positions) + 1, pool)
         at = torch.tensor(positions, device=dev)
         slots = view.slots(torch.arange(b, device=dev), at)
         mask = self._no_mask
@@ -283,12 +283,15 @@ class _BlockView:
     """The rows of one forward in the pool: each row's block table padded (with the zero block 0)
     to the blocks of the longest, ``width`` positions."""
 
-    def __init__(self, tables: list[list[int]], positions: int, device: torch.device) -> None:
+    def __init__(self, tables: list[list[int]], positions: int, pool: KVPool) -> None:
         count = blocks_for(positions)
         self.rows, self.width = len(tables), count * BLOCK
         padded = [t[:count] + [0] * (count - len(t[:count])) for t in tables]
-        self.table = torch.tensor(padded, device=device)  # [rows, blocks]
-        self.flat = self.table.view(-1)
+        self.table = torch.tensor(padded, device=pool.device)  # [rows, blocks]
+        # the rows' blocks in a layer viewed as [2 * kv_heads * blocks, BLOCK * D], key/value and head
+        # major: one index_select of whole 4 KB rows (several times faster than selecting on dim 2)
+        planes = torch.arange(2 * pool.shape.kv_heads, device=pool.device)[:, None] * pool.num_blocks
+        self.read_rows = (planes + self.table.view(1, -1)).view(-1)
 
     def slots(self, rows: Tensor, positions: Tensor) -> Tensor:
         """Where position ``positions[j]`` of row ``rows[j]`` lies among a layer's ``blocks * BLOCK``."""
@@ -300,7 +303,8 @@ class _BlockView:
         """Write ``key``/``value`` ``[n, kv_heads, D]`` at ``slots`` of ``layer``
         (``[2, kv_heads, blocks, BLOCK, D]``), then read the rows' blocks: keys and values
         ``[kv_heads, rows, width, D]``."""
-        flat = layer.view(2, layer.shape[1], -1, layer.shape[-1])
-        flat[:, :, slots] = torch.stack((key, value)).transpose(1, 2)
-        read = layer.index_select(2, self.flat).view(2, layer.shape[1], self.rows, self.width, -1)
+        kv, d = layer.shape[1], layer.shape[-1]
+        layer.view(2, kv, -1, d)[:, :, slots] = torch.stack((key, value)).transpose(1, 2)
+        read = layer.view(-1, BLOCK * d).index_select(0, self.read_rows)
+        read = read.view(2, kv, self.rows, self.width, d)
         return read[0], read[1]
