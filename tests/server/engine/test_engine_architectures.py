@@ -29,7 +29,7 @@ def test_runner_matches_transformers(arch: str, tmp_path: Path) -> None:
     table: list[int] = []
     assert pool.grow(table, len(PROMPT))
     last, [full] = runner.prefill(pool, [table], [PROMPT], [0], [True])
-    assert full is not None and torch.allclose(full, reference[: len(PROMPT)], atol=1e-4)
+    assert full is not None and torch.allclose(runner.logits(full), reference[: len(PROMPT)], atol=1e-4)
     assert torch.allclose(last[0], reference[len(PROMPT) - 1], atol=1e-4)
     for step, token in enumerate(NEXT[:-1]):
         at = len(PROMPT) + step

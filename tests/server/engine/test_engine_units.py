@@ -9,6 +9,7 @@ import pytest
 import torch
 from outlines_core import Guide
 
+from toolkit.server.engine import output
 from toolkit.server.engine.codec import Codec, IncrementalText
 from toolkit.server.engine.kv_pool import BLOCK, KVPool, block_keys
 from toolkit.server.engine.model import ensure_builtin, load_model
@@ -54,7 +55,7 @@ def test_runner_matches_transformers_forward(spec) -> None:  # type: ignore[no-u
     table: list[int] = []
     assert pool.grow(table, len(prompt))
     last, [full] = runner.prefill(pool, [table], [prompt], [0], [True])
-    assert full is not None and torch.allclose(full, reference[: len(prompt)], atol=1e-4)
+    assert full is not None and torch.allclose(runner.logits(full), reference[: len(prompt)], atol=1e-4)
     assert torch.allclose(last[0], reference[len(prompt) - 1], atol=1e-4)
     second = pool.fork(table)  # a second row sharing the prompt's block (n > 1): written to, it is copied
     for step, token in enumerate((65, 66)):
@@ -214,3 +215,23 @@ def test_template_sandbox_and_continue_final_message() -> None:
 def test_codec_token_bytes_cover_the_byte_vocabulary(spec) -> None:  # type: ignore[no-untyped-def]
     codec = Codec.from_folder(Path(spec.folder))
     assert sorted(codec.token_bytes) == [bytes([b]) for b in range(256)]
+
+
+def test_prompt_logprobs_in_chunks_of_positions_are_those_of_the_whole_prompt(
+    spec, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    runner = Runner(load_model(spec), spec.max_model_len)
+    pool = KVPool(runner.kv_shape, runner.device, 1 << 22)
+    prompt = [256, *range(60, 100), 257]
+    table: list[int] = []
+    assert pool.grow(table, len(prompt))
+    _, [hidden] = runner.prefill(pool, [table], [prompt], [0], [True])
+    assert hidden is not None
+    whole = output.prompt_logprobs(runner.logits, hidden, prompt, 3)
+    monkeypatch.setattr(output, "LOGPROB_ROWS", 7)  # 41 positions: 6 chunks, the last one short
+    chunked = output.prompt_logprobs(runner.logits, hidden, prompt, 3)
+    assert [p.token_id for p in whole] == [p.token_id for p in chunked] == prompt[1:]
+    assert [p.rank for p in whole] == [p.rank for p in chunked]
+    assert [[t for t, _ in p.top] for p in whole] == [[t for t, _ in p.top] for p in chunked]
+    values = [[p.logprob, *(v for _, v in p.top)] for p in (*whole, *chunked)]
+    assert torch.allclose(torch.tensor(values[: len(whole)]), torch.tensor(values[len(whole) :]), atol=1e-5)

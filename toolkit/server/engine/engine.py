@@ -435,11 +435,9 @@ class Engine:
             self.prefilled_tokens += len(req.prompt_ids) - p.start
             for other in seqs[1:]:
                 other.blocks = self.kv.fork(p.seq.blocks)
-            logits = full[i]
+            hidden, k = full[i], req.prompt_logprobs or 0
             prompt_lp = (
-                prompt_logprobs(logits.cpu(), req.prompt_ids, req.prompt_logprobs or 0)
-                if logits is not None
-                else None
+                prompt_logprobs(runner.logits, hidden, req.prompt_ids, k) if hidden is not None else None
             )
             req.emit(Started(p.start, prompt_lp))
             rows.extend(seqs)

@@ -195,7 +195,8 @@ class Runner:
         none: the weights alone).
 
         Returns float32 logits ``[k, V]`` of each prompt's last position, and where ``full[i]`` the
-        logits ``[len, V]`` of every position of prompt ``i``.
+        final hidden states ``[len, hidden]`` of every position of prompt ``i`` (:meth:`logits` of a
+        few at a time bounds the memory of a long prompt's logprobs).
         """
         dev = self.device
         lengths = [len(p) for p in prompts]
@@ -228,10 +229,8 @@ class Runner:
         embedded = F.embedding(ids.view(-1), self.embed.weight)
         h = self._layers(embedded, positions.view(-1), attend, self._lora_rows(adapters)).view(k, t, -1)
         ends = torch.tensor(lengths, device=dev) - 1
-        last = self._logits(h[torch.arange(k, device=dev), ends])
-        every: list[Tensor | None] = [
-            self._logits(h[i, : lengths[i]]) if full and full[i] else None for i in range(k)
-        ]
+        last = self.logits(h[torch.arange(k, device=dev), ends])
+        every: list[Tensor | None] = [h[i, : lengths[i]] if full and full[i] else None for i in range(k)]
         return last, every
 
     @torch.no_grad()
@@ -272,9 +271,9 @@ class Runner:
             return out.view(nkv, b, group * d).transpose(0, 1).reshape(b, -1)
 
         embedded = F.embedding(torch.tensor(tokens, device=dev), self.embed.weight)
-        return self._logits(self._layers(embedded, at, attend, self._lora_rows(adapters)))
+        return self.logits(self._layers(embedded, at, attend, self._lora_rows(adapters)))
 
-    def _logits(self, h: Tensor) -> Tensor:
+    def logits(self, h: Tensor) -> Tensor:
         """float32 logits of the final hidden states ``h``."""
         return F.linear(self.norm(h), self.lm_head.weight, self.lm_head.bias).float()
 
