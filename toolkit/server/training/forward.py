@@ -59,9 +59,11 @@ def token_logprobs(
     kept, so the ``[B, T, vocab]`` logits never exist at once, nor their softmax and gradient (a
     3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
-    hidden = model.base_model(input_ids=batch.tokens, attention_mask=batch.attention).last_hidden_state[
-        :, :-1
-    ]
+    # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
+    # to it a second time, and a padded batch's mask would then no longer fit them
+    hidden = model.base_model(
+        input_ids=batch.tokens, attention_mask=batch.attention, use_cache=False
+    ).last_hidden_state[:, :-1]
     head = model.get_output_embeddings()
     targets = batch.tokens[:, 1:]
     rows, length = targets.shape
