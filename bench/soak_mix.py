@@ -26,6 +26,7 @@ from toolkit.types.training import TrajectoryGroup
 BASE = "toolkit/tiny-chat-1m"
 TRACE_PROJECT = "soak/ingest"
 DONE = ("succeeded", "failed", "cancelled")
+JOB_GRACE_S = 120  # how long the soak waits for the running job once it has stopped
 
 
 @dataclass
@@ -275,9 +276,19 @@ class Mix:
             return job_id
 
     def follow(self, job_id: str, model: dict[str, Any]) -> None:
+        """Wait for the job to end; once the soak has stopped, for ``JOB_GRACE_S`` more at most (then
+        it counts as ``unfinished``)."""
         self.running_job = job_id
+        stopped_at: float | None = None
+        job: dict[str, Any] = {}
         while True:
             self.up.wait()
+            if self.stop.is_set():
+                stopped_at = stopped_at or time.monotonic()
+                if time.monotonic() - stopped_at > JOB_GRACE_S:
+                    job = {"status": "unfinished"}
+                    print(f"  job {job_id} had not ended {JOB_GRACE_S} s after the soak", flush=True)
+                    break
             try:
                 with self.server.http() as http:
                     job = http.get(f"/v1/preview/training-jobs/{job_id}").json()

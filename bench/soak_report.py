@@ -54,6 +54,24 @@ def print_report(
         print(f"after the last kill: {mix.rounds_after_kill} whole rounds, {after} answered chat requests")
     for problem in failures:
         print(f"- FAILED: {problem}")
+    for line in first_error(log):
+        print(line)
+
+
+def first_error(log: str, context: int = 12) -> list[str]:
+    """The server log's count of unhandled errors, and the first one's headline and the last lines of
+    its traceback (where the exception was raised), so that a failed run says why."""
+    lines = log.splitlines()
+    heads = [i for i, line in enumerate(lines) if " ERROR " in line]
+    if not heads:
+        return []
+    first = heads[0]
+    end = next((i for i in range(first + 1, len(lines)) if lines[i].startswith(("ERROR:", "20"))), len(lines))
+    return [
+        f"server.log: {len(heads)} unhandled errors; the first:",
+        lines[first],
+        *lines[max(first + 1, end - context) : end],
+    ]
 
 
 def percentile(values: list[float], q: int) -> float:

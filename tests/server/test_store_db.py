@@ -83,3 +83,24 @@ def test_migration_6_reads_trained_from_the_metrics_of_earlier_checkpoints(tmp_p
     page, _ = Models(db).checkpoint_page(user, model.id, after=None, limit=10, order="asc")
     assert [(c.step, c.trained) for c in page] == [(0, None), (1, True), (2, False), (3, None)]
     db.close()
+
+
+def test_a_transaction_whose_commit_fails_is_rolled_back_and_holds_no_lock(tmp_path: Path) -> None:
+    """A ``COMMIT`` refused ("SQL statements in progress": here a write statement whose rows were not
+    all read) ends the transaction: nothing of it lands, and the file's write lock is free at once for
+    other connections (left open, every later write failed with "database is locked")."""
+    db = Database(tmp_path / "toolkit.db", MIGRATIONS)
+    add = "INSERT INTO users (id, name, created_at) VALUES (?, ?, 'now')"
+    with pytest.raises(sqlite3.OperationalError, match="statements in progress"), db.write() as conn:
+        pending = conn.execute(
+            "INSERT INTO users (id, name, created_at) VALUES ('a', 'a', 'now'), ('b', 'b', 'now')"
+            " RETURNING id"
+        )
+        assert pending.fetchone() is not None  # the second row unread: the INSERT is still running
+    other = sqlite3.connect(tmp_path / "toolkit.db", timeout=0.5, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # "database is locked" after 0.5 s were the transaction still open
+    other.execute(add, ("c", "c"))
+    other.execute("COMMIT")
+    with db.write() as conn:  # the thread whose commit failed writes again
+        conn.execute(add, ("d", "d"))
+    assert [r[0] for r in db.conn.execute("SELECT id FROM users ORDER BY id")] == ["c", "d"]

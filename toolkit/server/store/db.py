@@ -6,7 +6,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .commits import CommitSignal
@@ -81,8 +81,23 @@ class Database:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                self._discard(conn)
+                raise
         self.commits.notify()
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        """Roll back and close this thread's connection after its ``COMMIT`` failed (e.g. "SQL
+        statements in progress": a statement of it not run to its end). Left open, the transaction
+        would keep the file's write lock and every later write would fail ("database is locked"); the
+        statement would keep a stale snapshot that no later write of this thread could start from. The
+        thread's next access opens a new connection."""
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        self._local.conn = None
+        conn.close()
 
     def _migrate(self, migrations: Sequence[Migration]) -> None:
         with self.write() as conn:
