@@ -36,11 +36,15 @@ def start_server(
             env={**os.environ, **(env or {})},
         )
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            url = json.loads((folder / "server.json").read_text())["url"]
-            return proc, url, (folder / "local.key").read_text().strip()
-        except (FileNotFoundError, ValueError, KeyError):
-            time.sleep(0.1)
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                url = json.loads((folder / "server.json").read_text())["url"]
+                return proc, url, (folder / "local.key").read_text().strip()
+            except (FileNotFoundError, ValueError, KeyError):
+                time.sleep(0.1)
+    except BaseException:  # stopped (SIGTERM, ^C) while the server starts: it must not run on
+        proc.kill()
+        raise
     proc.kill()
     raise SystemExit(f"the server did not start:\n{log.read_text()[-2000:] if log else ''}")
