@@ -16,10 +16,13 @@ import argparse
 import json
 import os
 
-from learn_agent import Result, add_recipe_arguments, mean, run, smallest
-from learning_runs import learning_client
+from learn_agent import Result, add_recipe_arguments, mean, parse, run, serve
+from learning_runs import costs, learning_server
 
+from toolkit.tasks import lookup
 from toolkit.tasks.suite import TASKS
+
+CHOICES = {"lookup": lookup.TASK, **TASKS}  # lookup only when asked (--task lookup): learn_agent.py's task
 
 
 def report(name: str, result: Result, args: argparse.Namespace) -> str:
@@ -36,6 +39,7 @@ def report(name: str, result: Result, args: argparse.Namespace) -> str:
     trainable = " ".join(map(str, result.trainable))
     return f"""### {name}
 
+- Base `{args.base_model}`: held-out T=1 {result.base[0]:.3f} (greedy {result.base[1]:.3f})
 - SFT warm start: {result.sft_batches} batches of {args.sft_batch_size} at lr {args.sft_lr:g}
   ({result.sft_seconds:.0f} s of jobs); held-out T=1 after each job: {sft}
 - RL: {len(result.curve)} steps of {args.prompts} x {args.group_size} ({result.rl_seconds:.0f} s,
@@ -45,19 +49,24 @@ def report(name: str, result: Result, args: argparse.Namespace) -> str:
 - **{start:.3f} after SFT -> {end:.3f} after RL** (best {best:.3f}); training reward, means of 5
   steps: {blocks}; episodes that got the tools' results: {called}
 - Wall time {result.wall_seconds / 60:.1f} min, load {load} at the end
+
+{costs(result.watch)}
 """
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_recipe_arguments(parser)
-    parser.add_argument("--task", choices=sorted(TASKS), action="append", help="this task only (repeatable)")
-    args = parser.parse_args()
-    if args.smoke:
-        smallest(args)
+    parser.add_argument(
+        "--task",
+        choices=sorted(CHOICES),
+        action="append",
+        help="this task only (repeatable; default the suite's)",
+    )
+    args = parse(parser)
     for name in args.task or list(TASKS):
-        with learning_client(args.url, args.key, prefix=f"learn-{name}-") as client:
-            result = run(client, args, TASKS[name])
+        with learning_server(args.url, args.key, f"learn-{name}-", serve(args)) as (client, pid):
+            result = run(client, args, CHOICES[name], pid)
         print(report(name, result, args), flush=True)
 
 

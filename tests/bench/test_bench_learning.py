@@ -61,12 +61,19 @@ def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing(server: 
     held_line = rf"- Held-out success at T=1: \*\*({FIGURE}) after SFT -> ({FIGURE}) after RL\*\*"
     held = re.search(held_line, report)
     assert held is not None and held[1] == sft_runs[0][1]  # the report's SFT figure is the run's
-    sft_header, sft, rl_header, *rl_rows = table_rows(report)
+    base = re.search(rf"- Base model: held-out success ({FIGURE}) at T=1 \(greedy ({FIGURE})\)\.", report)
+    assert base is not None and shares(base[1], base[2])
+    rows = table_rows(report)  # SFT's table, RL's, then what each of the 4 phases cost
+    (sft_header, sft, rl_header), rl_rows, (cost_header, *phases) = rows[:3], rows[3:-5], rows[-5:]
     assert sft_header == ["SFT batches", "held-out success (T=1)", "greedy"]
     assert rl_header == ["RL step", "held-out success (T=1)", "greedy"]
     assert sft[0] == "2" and [row[0] for row in rl_rows] == ["0", "1"]
     assert shares(*(cell for row in [sft, *rl_rows] for cell in row[1:]))
     assert sft[1:] == list(sft_runs[0][1:]) and held[2] == rl_rows[-1][1]
+    # what each phase cost (the server's RSS 0: a user key of the suite's server does not see its pid)
+    assert cost_header[0] == "phase" and cost_header[-1] == "server peak RSS GiB"
+    assert sorted(row[0] for row in phases) == ["evaluations", "rl jobs", "rollouts", "sft"]
+    assert all(float(row[1]) >= 0 and float(row[2]) >= 0 and float(row[4]) >= 0 for row in phases)
 
 
 def test_learn_tasks_smoke_runs_the_recipe_on_every_task_of_the_suite(server: LocalServer) -> None:

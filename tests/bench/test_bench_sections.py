@@ -4,6 +4,7 @@ and nothing else, its subsections included."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,9 +13,11 @@ from bench_script import ROOT
 
 
 def learning_runs(monkeypatch: pytest.MonkeyPatch, root: Path) -> ModuleType:
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # its imports of the other benches' modules
     spec = importlib.util.spec_from_file_location("learning_runs", ROOT / "bench" / "learning_runs.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "learning_runs", module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "ROOT", root)
     return module
