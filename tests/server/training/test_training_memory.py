@@ -109,6 +109,22 @@ def test_a_step_that_cannot_fit_is_refused_with_what_to_lower(monkeypatch: pytes
         assert not recomputed
 
 
+def test_a_step_that_fits_only_recomputed_is_recomputed_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the activation budget, but with less memory left than keeping the activations needs and
+    more than recomputing them does: the layers are recomputed (the same gradients) and the job runs."""
+    model = small_model()
+    kept = step_memory.activation_bytes(model, 1_000)
+    assert kept < step_memory.ACTIVATION_BYTES
+    for free, recomputes in ((2 * kept, False), (kept, True)):
+        monkeypatch.setattr(step_memory, "available_memory", lambda free=free: free)
+        with step_memory.step_memory(model, 1_000) as recomputed:
+            assert recomputed is recomputes
+    monkeypatch.setattr(step_memory, "available_memory", lambda: kept // 2)
+    refused = pytest.raises(UntrainableError, match="lower packed_sequence_length")
+    with refused, step_memory.step_memory(model, 1_000):  # not even recomputed does it fit
+        pass
+
+
 @pytest.fixture(scope="module")
 def real_server(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     """The real model, with room for 3 of its LoRA adapters (10 MB each) among the resident ones."""

@@ -1,10 +1,10 @@
 """The memory of a gradient step, decided per minibatch before its forward pass.
 
 - **Recomputed layers** (gradient checkpointing): when a forward pass would keep more activations for
-  its backward pass than :data:`ACTIVATION_BYTES`, each decoder layer keeps only its input and runs
-  again in the backward pass (``torch.utils.checkpoint``, non-reentrant). It computes the same values
-  the second time, so the gradients and the checkpoint files are the same bytes either way, for about
-  one more forward pass. It works in eval mode too (RL runs without dropout), where transformers' own
+  its backward pass than :data:`ACTIVATION_BYTES`, or than the memory left allows, each decoder layer
+  keeps only its input and runs again in the backward pass (``torch.utils.checkpoint``,
+  non-reentrant). It computes the same values the second time, so the gradients and the checkpoint
+  files are the same bytes either way, for about one more forward pass. It works in eval mode too (RL runs without dropout), where transformers' own
   switch does nothing.
 - **Refused when it cannot fit**: a minibatch whose step would take more memory than the process has
   left fails its job with a message saying what to lower, before it can take the server down.
@@ -51,8 +51,10 @@ def step_memory(model: PreTrainedModel, tokens: int) -> Iterator[bool]:
     if not torch.is_grad_enabled():
         yield False
         return
-    recompute = kept > ACTIVATION_BYTES
-    need, free = kept * (PEAK_RECOMPUTED if recompute else PEAK_KEPT), available_memory()
+    free = available_memory()
+    # over the budget, or too much for the memory left unless recomputed (the same gradients either way)
+    recompute = kept > ACTIVATION_BYTES or (free is not None and kept * PEAK_KEPT > free)
+    need = kept * (PEAK_RECOMPUTED if recompute else PEAK_KEPT)
     if free is not None and need > free:
         raise UntrainableError(
             f"a minibatch of {tokens} tokens needs about {need / 2**30:.1f} GiB for its gradient step and "
