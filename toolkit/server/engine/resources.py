@@ -96,8 +96,7 @@ def trim_heap() -> None:
     """Give the pages of freed memory that glibc's allocator keeps back to the system
     (``malloc_trim``; nothing elsewhere). Tensors under 32 MiB come from its heaps, which it seldom
     shrinks by itself: after a LoRA step of SmolLM2 on 1,024 tokens the process stayed 2.7 GB larger
-    though its live memory was 0.1 GB. The trainer calls it after each gradient step, the job worker
-    after each job, the engine once idle."""
+    though its live memory was 0.1 GB. The job worker calls it after each job, the engine once idle."""
     if sys.platform == "linux" and platform.libc_ver()[0] == "glibc":
         ctypes.CDLL(None).malloc_trim(0)
 

@@ -4,8 +4,8 @@
   its backward pass than :data:`ACTIVATION_BYTES`, or than the memory left allows, each decoder layer
   keeps only its input and runs again in the backward pass (``torch.utils.checkpoint``,
   non-reentrant). It computes the same values the second time, so the gradients and the checkpoint
-  files are the same bytes either way, for about one more forward pass. It works in eval mode too (RL runs without dropout), where transformers' own
-  switch does nothing.
+  files are the same bytes either way, for about one more forward pass. It works in eval mode too
+  (RL runs without dropout), where transformers' own switch does nothing.
 - **Refused when it cannot fit**: a minibatch whose step would take more memory than the process has
   left fails its job with a message saying what to lower, before it can take the server down.
 """

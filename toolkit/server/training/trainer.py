@@ -14,7 +14,6 @@ from transformers import PreTrainedModel
 
 from ...seeding import derive_seed
 from ...types.training import TrajectoryGroup
-from ..engine.resources import trim_heap
 from .config import RLConfig
 from .forward import Batch, make_batch, token_logprobs
 from .loss import LossInputs, policy_loss
@@ -153,7 +152,6 @@ def run_rl(
         loss = float(out.loss.detach())
         backward_end = time.perf_counter()
         grad_norm = _clip_and_step(params, optimizer, lr, loss, i + 1)
-        trim_heap()  # the activations the backward freed go back: else each minibatch adds to the RSS
         step_end = time.perf_counter()
         num_tokens = float(batch.attention.sum())
         on_step(
@@ -246,7 +244,6 @@ def run_sft(
             loss = -(logp * batch.mask).sum() / count.clamp(min=1)
             loss.backward()
             grad_norm = _clip_and_step(params, optimizer, lr, float(loss.detach()), i + 1)
-            trim_heap()
             assert entropy is not None
             on_step(
                 {
