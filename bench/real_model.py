@@ -56,7 +56,9 @@ from toolkit.types.training import ExperimentalTrainingConfig, LoRAConfig
 MODEL = "toolkit/smollm2-135m-instruct"
 MESSAGES = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
 LORA = LoRAConfig()
-RL_CONFIG = {"seed": 1, "learning_rate": 2e-5}
+# the bare loop takes the sampler's logprobs as they are: so does the job (a seeded job recomputes them
+# by default, one more forward pass over its minibatches)
+RL_CONFIG = {"seed": 1, "learning_rate": 2e-5, "precalculate_logprobs": False}
 SFT_BATCH, SFT_LR = 16, 1e-3
 
 
