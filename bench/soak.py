@@ -79,7 +79,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, help="chat requests to send (default 200,000; smoke 400)")
     parser.add_argument("--seconds", type=float, help="stop after this long (default 3600; smoke 240)")
     parser.add_argument("--concurrency", type=int, help="concurrent agent episodes (default 48; smoke 16)")
-    parser.add_argument("--memory-every", type=float, help="seconds between memory samples (60; smoke 5)")
+    parser.add_argument("--memory-every", type=float, help="seconds between memory samples (60; smoke 2)")
     parser.add_argument("--kills", type=int, default=0, help="kill -9 the server this many times")
     parser.add_argument("--kill-every", type=float, default=60, help="most seconds between two kills")
     parser.add_argument("--slow-seconds", type=float, default=30, help="a chat request slower is a stall")

@@ -44,7 +44,7 @@ class Size:
 
 
 FULL = Size(200_000, 3600, 3, 128, 48, 32, 0.25, 0.5, 10, 60)
-SMOKE = Size(400, 240, 2, 16, 16, 8, 0.25, 0.5, 0.5, 5)
+SMOKE = Size(400, 240, 2, 16, 16, 8, 0.25, 0.5, 0.5, 2)  # samples every 2 s: a smoke can end in 10
 
 
 @dataclass

@@ -4,6 +4,7 @@ Only the latest checkpoint keeps its optimizer state, outside the adapter folder
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -32,7 +33,15 @@ def optimizer(srv: LocalServer, model: Model, step: int) -> dict[str, Any]:
 
 
 def files(srv: LocalServer, model: Model) -> list[str]:
-    return sorted(p.name for p in (srv.data_dir / "checkpoints" / model.id).iterdir())
+    """The model's checkpoint files once the job that ended has dropped its base's optimizer state:
+    that happens just after the new checkpoint's commit, which is when ``wait()`` returns."""
+    folder = srv.data_dir / "checkpoints" / model.id
+    deadline = time.monotonic() + 10
+    while True:
+        names = sorted(p.name for p in folder.iterdir())
+        if sum(name.endswith(".optimizer.pt") for name in names) <= 1 or time.monotonic() > deadline:
+            return names
+        time.sleep(0.05)
 
 
 def test_a_restart_between_two_jobs_resumes_the_optimizer(fresh_server: LocalServer) -> None:
