@@ -37,6 +37,7 @@ class Killer:
             what, moment = moments[i % len(moments)]
             if what == "job":  # held before its commit, a job seen running is still running at the kill
                 mix.server.hold.touch()
+                mix.job_running.clear()  # seen running before the hold, a job could end before the kill
             if not moment.wait(120):
                 what = "rollouts (waited 120 s for the moment)"
             self.kill_and_check(i + 1, what)
