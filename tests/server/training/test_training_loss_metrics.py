@@ -113,9 +113,10 @@ def test_entropy_equals_torchs_categorical_entropy_of_the_full_logits() -> None:
         logits = model(input_ids=batch.tokens, attention_mask=batch.attention).logits
     assert entropy is not None
     reference = torch.distributions.Categorical(logits=logits[:, :-1].double()).entropy()
-    attended = batch.attention[:, 1:].bool()
-    assert torch.allclose(entropy[:, 1:][attended].double(), reference[attended], atol=1e-4)
-    assert float(reference[attended].min()) > 1.0  # a random model: far from certain
+    trained = batch.mask[:, 1:].bool()  # computed only where a token is trained; 0 before the others
+    assert torch.allclose(entropy[:, 1:][trained].double(), reference[trained], atol=1e-4)
+    assert float(reference[trained].min()) > 1.0  # a random model: far from certain
+    assert not entropy[:, 1:][~trained].any() and int(trained.sum()) == 12
     new = torch.zeros_like(batch.mask, requires_grad=True)
     x = LossInputs(
         new_logprobs=new,

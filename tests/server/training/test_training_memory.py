@@ -1,7 +1,8 @@
 """The memory of a gradient step: the loss keeps no logits for its backward pass (a 49,152-token
-vocabulary's would be 400 MB here), decoder layers recomputed above the activation budget give the
-same gradients, a step that cannot fit is refused with what to lower, and the server's resident
-memory stays flat from one RL step of the real model to the next."""
+vocabulary's would be 400 MB here) and runs the output head only before trained tokens, decoder layers
+recomputed above the activation budget give the same gradients, a step that cannot fit is refused
+with what to lower, and the server's resident memory stays flat from one RL step of the real model to
+the next."""
 
 from __future__ import annotations
 
@@ -71,6 +72,26 @@ def test_the_loss_keeps_no_logits_and_gives_the_plain_logprobs_and_gradients() -
     assert torch.allclose(logp[:, 1:], plain, atol=1e-5)
     (plain * batch.mask[:, 1:]).sum().backward()
     assert torch.allclose(chunked, model.model.embed_tokens.weight.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_the_output_head_runs_only_before_trained_tokens_and_gives_their_plain_logprobs() -> None:
+    model = small_model(vocab=512)
+    ids = [(7 * i + 3) % 512 for i in range(48)]
+    # a 40-token prompt and 8 trained tokens; a shorter row (padded) with 12 and 8
+    samples = [Sample(ids, [False] * 40 + [True] * 8), Sample(ids[:20], [False] * 12 + [True] * 8)]
+    batch = make_batch(samples, pad_id=0)
+    rows: list[int] = []
+    head = model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda _m, args, _o: rows.append(args[0].shape[0]))
+    logp, entropy = token_logprobs(model, batch, 1024)
+    hook.remove()
+    assert sum(rows) == 16 and len(rows) == 1  # the 16 trained positions, as one matrix, not 2 x 47
+    plain = model(batch.tokens, attention_mask=batch.attention).logits[:, :-1].float().log_softmax(-1)
+    plain = plain.gather(-1, batch.tokens[:, 1:, None])[..., 0]
+    trained = batch.mask.bool()
+    assert torch.allclose(logp[trained], plain[trained[:, 1:]], atol=1e-5)
+    assert entropy is not None and bool((entropy[trained] > 0).all())
+    assert not logp[~trained].any() and not entropy[~trained].any()
 
 
 @pytest.mark.parametrize("lengths", [(512,), (512, 300)], ids=["one sequence", "a padded batch"])

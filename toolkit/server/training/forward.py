@@ -51,12 +51,15 @@ def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | No
 def token_logprobs(
     model: PreTrainedModel, batch: Batch, chunk_size: int, with_entropy: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``logp[b, t] = log p(token t | tokens < t)`` (0 at t = 0) and the entropy of that distribution.
+    """``logp[b, t] = log p(token t | tokens < t)`` on the trained tokens (``batch.mask``; 0 elsewhere,
+    which every loss and metric masks out) and the entropy of those distributions.
 
-    The output head runs on a chunk of positions at a time: at most ``chunk_size``
+    The output head runs only on the positions before trained tokens (a rollout's prompts, tool
+    results and padding are most of an agent batch), gathered into one ``[positions, hidden]`` matrix
+    so each chunk is one matrix product, and on a chunk at a time: at most ``chunk_size``
     (``logprob_calculation_chunk_size``) and at most what keeps a chunk's float32 logits under
     :data:`LOGITS_BYTES`. With gradients, each chunk is recomputed in the backward pass instead of
-    kept, so the ``[B, T, vocab]`` logits never exist at once, nor their softmax and gradient (a
+    kept, so the ``[positions, vocab]`` logits never exist at once, nor their softmax and gradient (a
     3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
     # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
@@ -65,19 +68,25 @@ def token_logprobs(
         input_ids=batch.tokens, attention_mask=batch.attention, use_cache=False
     ).last_hidden_state[:, :-1]
     head = model.get_output_embeddings()
-    targets = batch.tokens[:, 1:]
-    rows, length = targets.shape
-    step = max(1, min(chunk_size, LOGITS_BYTES // (4 * rows * head.weight.shape[0])))
-    recompute = torch.is_grad_enabled() and hidden.requires_grad
+    trained = (batch.mask[:, 1:] != 0).nonzero(as_tuple=True)
+    inputs, targets = hidden[trained], batch.tokens[:, 1:][trained]
+    step = max(1, min(chunk_size, LOGITS_BYTES // (4 * head.weight.shape[0])))
+    recompute = torch.is_grad_enabled() and inputs.requires_grad
     logps: list[torch.Tensor] = []
     entropies: list[torch.Tensor] = []
-    for start in range(0, length, step):
-        chunk = (head, hidden[:, start : start + step], targets[:, start : start + step], with_entropy)
+    for start in range(0, len(targets), step):
+        chunk = (head, inputs[start : start + step], targets[start : start + step], with_entropy)
         logp, entropy = checkpoint(_chunk, *chunk, use_reentrant=False) if recompute else _chunk(*chunk)
         logps.append(logp)
         entropies.append(entropy)
-    zero = torch.zeros(rows, 1, device=batch.tokens.device)
-    return torch.cat([zero, *logps], dim=1), torch.cat([zero, *entropies], dim=1) if with_entropy else None
+    rows, length = batch.tokens.shape
+    zeros = torch.zeros(rows, length, device=batch.tokens.device)
+
+    def placed(values: list[torch.Tensor]) -> torch.Tensor:
+        # position t holds the logprob of token t, predicted from hidden state t - 1
+        return zeros.index_put((trained[0], trained[1] + 1), torch.cat(values)) if values else zeros
+
+    return placed(logps), placed(entropies) if with_entropy else None
 
 
 def _chunk(
