@@ -40,9 +40,10 @@ def _server_extra() -> Iterator[None]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .server.engine.resources import brief_spin_waits, device_sampling, torch_threads
+    from .server.engine.resources import brief_spin_waits, device_sampling, huge_pages, torch_threads
 
     brief_spin_waits()  # before torch is imported: OpenMP reads it once, as it loads
+    huge_pages()  # likewise: torch reads its allocator's setting once
     try:
         torch_threads()  # read when the engine is imported: a bad value is one line, not a traceback
         device_sampling()  # read by each engine: likewise
