@@ -6,6 +6,7 @@ resumed with the same tokens), the context length fitted to the budget, and what
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -105,6 +106,36 @@ def test_blocks_handed_out_for_the_first_time_hold_zeros_whatever_the_memory_hel
     pool.storage[:, :, :, 2:] = float("nan")  # what fresh memory may hold
     assert pool.grow(table, 3 * BLOCK)
     assert not pool.storage[:, :, :, table].isnan().any()
+
+
+FIRST_BLOCK_RSS = """
+import sys, psutil, torch
+from toolkit.server.engine import kv_pool
+from toolkit.server.engine.kv_pool import KVPool, KVShape
+if sys.argv[1] == "huge":
+    kv_pool.small_pages = lambda tensor: None
+pool = KVPool(KVShape(30, 3, 64, torch.float32), torch.device("cpu"), 1 << 30)  # SmolLM2's, 1 GiB
+before = psutil.Process().memory_info().rss
+assert pool.grow([], 16)
+print((psutil.Process().memory_info().rss - before) // 2**20)
+"""
+"""Prints the MiB of resident memory the first block of SmolLM2's KV pool takes, in a process with
+torch's huge pages (``toolkit serve``'s); with ``huge``, as if the pool did not ask for small pages."""
+
+
+def test_the_pools_first_block_takes_its_own_pages_not_huge_ones() -> None:
+    def first_block(*args: str) -> int:
+        env = {**os.environ, "THP_MEM_ALLOC_ENABLE": "1"}
+        command = [sys.executable, "-c", FIRST_BLOCK_RSS, *args]
+        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return int(out.stdout.strip().splitlines()[-1])
+
+    # blocks 0 and 1 of 180 regions (30 layers x keys and values x 3 heads): 1.4 MB of 4 KB pages
+    assert first_block("small") < 16
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.exists() and "[never]" not in thp.read_text():  # where Linux gives huge pages at all
+        assert first_block("huge") > 300  # a 2 MB page in each of the 180 regions
 
 
 def test_the_storage_is_freed_only_when_no_sequence_holds_a_block() -> None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .resources import small_pages
+
 BLOCK = 16
 IDLE_SHARE = 4
 """At most 1 / ``IDLE_SHARE`` of the blocks hold cached prefixes no sequence uses: an RL loop's every
@@ -108,6 +110,7 @@ class KVPool:
             s = self.shape
             size = (s.layers, 2, s.kv_heads, self.num_blocks, BLOCK, s.head_dim)
             self.storage = torch.empty(size, dtype=s.dtype, device=self.device)
+            small_pages(self.storage)  # resident as its blocks are written, not 2 MB at a time
             self.storage[:, :, :, 0].zero_()
         if self._free:
             block = heapq.heappop(self._free)
