@@ -3,7 +3,7 @@ and torch's defaults, with torch's huge pages (``toolkit serve``'s default), and
 threshold fixed at 4 MiB as well, each in a process of its own since both read their settings once
 (docs/performance.md, "The heap of a gradient step").
 
-    .venv/bin/python bench/step_heap.py [--threads 2] [--steps 3] [--smoke] [--no-write]
+    .venv/bin/python bench/step_heap.py [--threads 2] [--steps 5] [--smoke] [--no-write]
 
 Each process takes the base model with a fresh LoRA adapter (the server's default) and runs
 ``--steps`` gradient steps of the trainer's loss (``token_logprobs``, its backward) on one minibatch
@@ -154,7 +154,7 @@ def report(rows: list[tuple[str, str, dict[str, float]]], args: argparse.Namespa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument(
         "--no-write", action="store_true", help=f"print only (else {SECTION!r} of docs/performance.md)"
