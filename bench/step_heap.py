@@ -122,8 +122,7 @@ def measure(args: argparse.Namespace, setting: str, shape: str) -> dict[str, flo
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         raise SystemExit(f"step_heap.py: {setting!r}, {shape!r} failed:\n{out.stderr[-3000:]}")
-    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return figures
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def report(rows: list[tuple[str, str, dict[str, float]]], args: argparse.Namespace) -> str:
