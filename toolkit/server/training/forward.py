@@ -1,4 +1,5 @@
-"""Padded batches and per-token log-probabilities of a causal LM, computed in chunks of positions."""
+"""Minibatches as prefix trees and per-token log-probabilities of a causal LM, computed in chunks of
+positions."""
 
 from __future__ import annotations
 
@@ -16,6 +17,54 @@ LOGITS_BYTES = 32 * 2**20
 
 
 @dataclass
+class Tree:
+    """A minibatch's rows as one prefix tree: a prefix that several rows share (an agent batch's
+    system prompt and tools, a group's question, the same first turn) is one run of nodes, computed
+    once. Nodes come after their parents; a node sees itself and its ancestors only."""
+
+    tokens: torch.Tensor  # [N] long, a node's token
+    parents: torch.Tensor  # [N] long, the node before it (-1 for a row's first token)
+    positions: torch.Tensor  # [N] long, its position in its rows
+    nodes: torch.Tensor  # [B, T] long, the node of each row's token (0 on padding)
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[int]], length: int) -> Tree:
+        children: dict[tuple[int, int], int] = {}
+        tokens: list[int] = []
+        parents: list[int] = []
+        positions: list[int] = []
+        nodes = torch.zeros(len(rows), length, dtype=torch.long)
+        for r, row in enumerate(rows):
+            path, parent = [], -1
+            for position, token in enumerate(row):
+                node = children.get((parent, token))
+                if node is None:
+                    node = children[(parent, token)] = len(tokens)
+                    tokens.append(token)
+                    parents.append(parent)
+                    positions.append(position)
+                path.append(node)
+                parent = node
+            nodes[r, : len(path)] = torch.tensor(path, dtype=torch.long)
+        return cls(torch.tensor(tokens), torch.tensor(parents), torch.tensor(positions), nodes)
+
+    def attention(self, dtype: torch.dtype) -> torch.Tensor:
+        """The ``[1, 1, N, N]`` additive mask: 0 where a node sees a node (itself, its ancestors), the
+        dtype's lowest value elsewhere, as the attention of every transformers model takes it."""
+        size = len(self.tokens)
+        sees = torch.zeros(size, size, dtype=torch.bool)
+        for node, parent in enumerate(self.parents.tolist()):
+            if parent >= 0:
+                sees[node] = sees[parent]
+            sees[node, node] = True
+        mask = torch.zeros(size, size, dtype=dtype).masked_fill_(~sees, torch.finfo(dtype).min)
+        return mask[None, None]
+
+    def to(self, device: torch.device | None) -> Tree:
+        return Tree(*(t.to(device) for t in (self.tokens, self.parents, self.positions, self.nodes)))
+
+
+@dataclass
 class Batch:
     tokens: torch.Tensor  # [B, T] long
     attention: torch.Tensor  # [B, T] long
@@ -23,10 +72,15 @@ class Batch:
     logprobs: torch.Tensor  # [B, T] sampler logprobs, NaN where unknown
     advantages: torch.Tensor  # [B, T]
     weights: torch.Tensor  # [B, T]
+    tree: Tree  # what the model runs on: each shared prefix once
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.tree.tokens)
 
 
 def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | None = None) -> Batch:
-    """The samples padded to one length, on ``device`` (the model's)."""
+    """The samples padded to one length, and as a prefix tree, on ``device`` (the model's)."""
     length = max(len(s.tokens) for s in samples)
     size = (len(samples), length)
     tokens = torch.full(size, pad_id, dtype=torch.long)
@@ -45,7 +99,11 @@ def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | No
         advantages[i, :n] = s.advantage
         weights[i, :n] = s.weight
     mask[:, 0] = 0
-    return Batch(*(t.to(device) for t in (tokens, attention, mask, logprobs, advantages, weights)))
+    tokens, attention, mask, logprobs, advantages, weights = (
+        t.to(device) for t in (tokens, attention, mask, logprobs, advantages, weights)
+    )
+    tree = Tree.of([s.tokens for s in samples], length).to(device)
+    return Batch(tokens, attention, mask, logprobs, advantages, weights, tree)
 
 
 def token_logprobs(
@@ -54,22 +112,30 @@ def token_logprobs(
     """``logp[b, t] = log p(token t | tokens < t)`` on the trained tokens (``batch.mask``; 0 elsewhere,
     which every loss and metric masks out) and the entropy of those distributions.
 
-    The output head runs only on the positions before trained tokens (a rollout's prompts, tool
-    results and padding are most of an agent batch), gathered into one ``[positions, hidden]`` matrix
-    so each chunk is one matrix product, and on a chunk at a time: at most ``chunk_size``
+    The model runs once over the batch's prefix tree (:class:`Tree`), not over its padded rows: the
+    values of a node depend on its ancestors only, so they are the rows' own, and a shared prefix costs
+    its tokens once. The output head runs only on the nodes before trained tokens, once for a token
+    trained in several rows, gathered into one ``[positions, hidden]`` matrix so each chunk is one
+    matrix product, and on a chunk at a time: at most ``chunk_size``
     (``logprob_calculation_chunk_size``) and at most what keeps a chunk's float32 logits under
     :data:`LOGITS_BYTES`. With gradients, each chunk is recomputed in the backward pass instead of
     kept, so the ``[positions, vocab]`` logits never exist at once, nor their softmax and gradient (a
     3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
+    tree = batch.tree
     # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
-    # to it a second time, and a padded batch's mask would then no longer fit them
+    # to it a second time, and the tree's mask would then no longer fit them
     hidden = model.base_model(
-        input_ids=batch.tokens, attention_mask=batch.attention, use_cache=False
-    ).last_hidden_state[:, :-1]
+        input_ids=tree.tokens[None],
+        attention_mask=tree.attention(model.dtype).to(tree.tokens.device),
+        position_ids=tree.positions[None],
+        use_cache=False,
+    ).last_hidden_state[0]
     head = model.get_output_embeddings()
-    trained = (batch.mask[:, 1:] != 0).nonzero(as_tuple=True)
-    inputs, targets = hidden[trained], batch.tokens[:, 1:][trained]
+    trained = (batch.mask != 0).nonzero(as_tuple=True)
+    # each trained node once: the logprob of its token after its parent's hidden state
+    nodes, copies = torch.unique(tree.nodes[trained], return_inverse=True)
+    inputs, targets = hidden[tree.parents[nodes]], tree.tokens[nodes]
     step = max(1, min(chunk_size, LOGITS_BYTES // (4 * head.weight.shape[0])))
     recompute = torch.is_grad_enabled() and inputs.requires_grad
     logps: list[torch.Tensor] = []
@@ -79,12 +145,10 @@ def token_logprobs(
         logp, entropy = checkpoint(_chunk, *chunk, use_reentrant=False) if recompute else _chunk(*chunk)
         logps.append(logp)
         entropies.append(entropy)
-    rows, length = batch.tokens.shape
-    zeros = torch.zeros(rows, length, device=batch.tokens.device)
+    zeros = torch.zeros(batch.tokens.shape, device=batch.tokens.device)
 
     def placed(values: list[torch.Tensor]) -> torch.Tensor:
-        # position t holds the logprob of token t, predicted from hidden state t - 1
-        return zeros.index_put((trained[0], trained[1] + 1), torch.cat(values)) if values else zeros
+        return zeros.index_put(trained, torch.cat(values)[copies]) if values else zeros
 
     return placed(logps), placed(entropies) if with_entropy else None
 

@@ -1,0 +1,113 @@
+"""A minibatch runs as one prefix tree: a prefix that several rows share runs once, and every row gets
+the logprobs and gradients it gets on its own, on the architectures the server trains (Llama, Qwen3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen3Config, Qwen3ForCausalLM
+
+from toolkit.server.training.forward import Tree, make_batch, token_logprobs
+from toolkit.server.training.sequences import Sample
+
+VOCAB = 97
+PROMPT = [(5 * i + 2) % VOCAB for i in range(30)]  # a system prompt and a question, shared
+
+
+def small(architecture: str) -> PreTrainedModel:
+    torch.manual_seed(0)
+    shape: dict[str, Any] = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    if architecture == "qwen3":
+        return Qwen3ForCausalLM(Qwen3Config(**shape, head_dim=8)).eval()
+    return LlamaForCausalLM(LlamaConfig(**shape)).eval()
+
+
+def group() -> list[Sample]:
+    """A group's episodes: one prompt, different answers; two identical episodes; one that differs from
+    the first token on; one that is a prefix of another and trains tokens the other does not."""
+    answers = [[11, 12, 13, 14], [11, 12, 40], [50, 51, 52, 53, 54], [50, 51, 52, 53, 54]]
+    samples = [Sample(PROMPT + a, [False] * len(PROMPT) + [True] * len(a)) for a in answers]
+    samples.append(Sample([3, *PROMPT[1:], 60, 61], [False] * len(PROMPT) + [True, True]))
+    samples.append(Sample(PROMPT[:20], [False] * 10 + [True] * 10))
+    return samples
+
+
+def row_by_row(model: PreTrainedModel, samples: list[Sample]) -> list[torch.Tensor]:
+    """Each row's logprobs from the model run on that row alone (position t: token t after < t)."""
+    out = []
+    for s in samples:
+        ids = torch.tensor([s.tokens])
+        logits = model(ids).logits[0, :-1].float()
+        out.append(logits.log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0])
+    return out
+
+
+def test_a_shared_prefix_is_one_run_of_nodes_each_after_its_parent() -> None:
+    rows = [s.tokens for s in group()]
+    tree = Tree.of(rows, max(map(len, rows)))
+    # the prompt once, the answers' own tokens once each (the two equal episodes once), the row
+    # that differs from token 0 entirely, and none for the row that is a prefix
+    assert len(tree.tokens) == 30 + (4 + 1 + 5) + 32
+    assert bool((tree.parents < torch.arange(len(tree.tokens))).all())
+    for r, row in enumerate(rows):
+        path = tree.nodes[r, : len(row)]
+        assert tree.tokens[path].tolist() == row
+        assert tree.positions[path].tolist() == list(range(len(row)))
+        assert tree.parents[path].tolist() == [-1, *path[:-1].tolist()]
+    mask = Tree.attention(tree, torch.float32)[0, 0]
+    sees = mask == 0
+    assert sees.sum(1).tolist() == (tree.positions + 1).tolist()  # itself and its ancestors, nothing else
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_every_row_gets_the_logprobs_and_gradients_it_gets_alone(architecture: str) -> None:
+    model = small(architecture)
+    samples = group()
+    batch = make_batch(samples, pad_id=0)
+    seen: list[int] = []
+    hook = model.get_input_embeddings().register_forward_hook(
+        lambda _m, args, _o: seen.append(args[0].numel())
+    )
+    logp, entropy = token_logprobs(model, batch, 1024)
+    hook.remove()
+    assert seen == [batch.num_nodes] and batch.num_nodes < batch.attention.sum() / 2
+    weights = torch.rand(batch.mask.shape, generator=torch.Generator().manual_seed(1))
+    (logp * batch.mask * weights).sum().backward()
+    tree_grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    model.zero_grad()
+
+    alone = row_by_row(model, samples)
+    total = torch.zeros(())
+    for r, (s, plain) in enumerate(zip(samples, alone, strict=True)):
+        trained = batch.mask[r, 1 : len(s.tokens)].bool()
+        assert torch.allclose(logp[r, 1 : len(s.tokens)][trained], plain[trained], atol=1e-5)
+        assert not logp[r][~batch.mask[r].bool()].any()
+        total = total + (plain * batch.mask[r, 1 : len(s.tokens)] * weights[r, 1 : len(s.tokens)]).sum()
+    total.backward()
+    alone_grads = [p.grad for p in model.parameters() if p.grad is not None]
+    for tree_grad, alone_grad in zip(tree_grads, alone_grads, strict=True):
+        assert torch.allclose(tree_grad, alone_grad, rtol=1e-4, atol=1e-6)
+    assert entropy is not None and bool((entropy[batch.mask.bool()] > 0).all())
+
+
+def test_a_token_trained_in_several_rows_goes_through_the_head_once() -> None:
+    model = small("llama")
+    samples = group()[2:4]  # two equal episodes: 5 trained tokens each, the same 5 nodes
+    batch = make_batch(samples, pad_id=0)
+    rows: list[int] = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda _m, args, _o: rows.append(args[0].shape[0])
+    )
+    logp, _ = token_logprobs(model, batch, 1024)
+    hook.remove()
+    assert rows == [5]
+    assert torch.equal(logp[0], logp[1]) and int((logp[0] != 0).sum()) == 5
