@@ -11,7 +11,7 @@ thread count with the CPU's vector instructions capped there (``ATEN_CPU_CAPABIL
   one request at a time, then 32 at once;
 - trains two models by the same jobs, each with ``experimental_config.seed`` 7: an SFT job of
   ``--sft-batches`` batches of ``--batch-size`` reversal examples on the built-in model (every
-  weight), the same on a LoRA adapter (rank 8), and one RL step (PPO, 2 passes over 160-token
+  weight), the same on a LoRA adapter (rank 8), and one RL step (PPO, 2 passes over 320-token
   minibatches) on a fresh model, over the groups the first server gathered (so every server trains
   on the same groups).
 It prints the sha256 (first 12 hex) of each checkpoint's weight files, whether the two models of one
@@ -49,7 +49,7 @@ from toolkit.types.training import TrajectoryGroup
 
 BASE = "toolkit/tiny-chat-1m"
 SEED = 7
-RL_CONFIG = {"ppo": True, "learning_rate": 1e-4, "packed_sequence_length": 160, "num_iterations": 2}
+RL_CONFIG = {"ppo": True, "learning_rate": 1e-4, "packed_sequence_length": 320, "num_iterations": 2}
 JOBS = ("SFT, every weight", "SFT, LoRA r=8", "RL, every weight")
 
 

@@ -23,11 +23,11 @@ from toolkit.types.experiments import ExperimentRecord
 from toolkit.types.training import TrajectoryGroup
 
 THREADS = 4  # RL of every weight below differs at 4 threads from 1 (docs/training.md, "Thread counts")
-# the RL job of bench/reproducibility.py: 32 trajectories, PPO, 2 passes over 160-token minibatches
+# the RL job of bench/reproducibility.py: 32 trajectories, PPO, 2 passes over 320-token minibatches
 RL_CONFIG = {
     "ppo": True,
     "learning_rate": 1e-4,
-    "packed_sequence_length": 160,
+    "packed_sequence_length": 320,
     "num_iterations": 2,
     "seed": 7,
 }
