@@ -176,14 +176,63 @@ def test_residency_is_lru_under_the_cap_and_spares_adapters_in_use(base: Path, a
     assert stack is not None
     read = {a.name: LoraAdapter.read(a, runner.device, runner.dtype) for a in adapters[:3]}
     stack.max_bytes = 2 * stack.slot_bytes(max(read[a.name].rank for a in adapters[:3]))
-    first = stack.acquire("a0", lambda: read["a0"])
-    second = stack.acquire("a1", lambda: read["a1"])
+    first = stack.acquire(Weights("a0"), lambda: read["a0"])
+    second = stack.acquire(Weights("a1"), lambda: read["a1"])
     assert first and second and stack.resident == 2
-    assert stack.acquire("a2", lambda: read["a2"]) is None  # both in use: it waits
+    assert stack.acquire(Weights("a2"), lambda: read["a2"]) is None  # both in use: it waits
     stack.release(first)
-    third = stack.acquire("a2", lambda: read["a2"])
+    third = stack.acquire(Weights("a2"), lambda: read["a2"])
     assert third == first and stack.resident == 2  # a0, idle and least recent, left
-    assert stack.acquire("a1", lambda: pytest.fail("a1 is resident")) == second
+    assert stack.acquire(Weights("a1"), lambda: pytest.fail("a1 is resident")) == second
+    assert stack.capacity == 3  # the base's slot and the two the cap allows, not a doubling past them
+
+
+def test_a_later_step_of_a_model_retires_its_idle_earlier_steps(base: Path, adapters: list[Path]) -> None:
+    """An RL loop's steps 1, 2, 3 take one slot between them, not one each; an earlier step in use,
+    another model's adapter and an earlier step asked for after a later one stay."""
+    runner = Runner(load_model(from_folder(base)), 512, lora_bytes=1 << 30)
+    stack = runner.adapters
+    assert stack is not None
+    adapter = LoraAdapter.read(adapters[0], runner.device, runner.dtype)
+
+    def step(model: str, n: int) -> Weights:
+        return Weights(f"{model}-{n}", adapters[0], (model, n))
+
+    other = stack.acquire(step("other", 5), lambda: adapter)
+    assert other is not None
+    stack.release(other)
+    for n in (1, 2, 3):
+        slot = stack.acquire(step("m", n), lambda: adapter)
+        assert slot is not None
+        stack.release(slot)
+    assert stack.resident == 2  # m's step 3 and the other model's step 5
+    in_use = stack.acquire(step("m", 3), lambda: pytest.fail("step 3 is resident"))
+    stack.acquire(step("m", 4), lambda: adapter)
+    assert stack.resident == 3  # step 3 is in use: it stays beside step 4
+    stack.acquire(step("m", 2), lambda: adapter)  # an earlier step again: read again, retiring nothing
+    assert stack.resident == 4
+    assert stack.acquire(step("other", 5), lambda: pytest.fail("other is resident")) == other
+    assert in_use is not None
+
+
+def test_a_later_full_checkpoint_of_a_model_unloads_its_idle_earlier_one(base: Path, tmp_path: Path) -> None:
+    p = pool(base)
+    folders = []
+    for n in (1, 2):
+        folder = tmp_path / f"step{n}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes((base / "model.safetensors").read_bytes())
+        for name in ("config.json",):
+            (folder / name).write_bytes((base / name).read_bytes())
+        folders.append(folder)
+    first = p.route(Weights("m-1", folders[0], ("m", 1)), 1, busy=())
+    assert first is not None
+    p.release(first)
+    assert p.usage().checkpoints == 1
+    p.route(Weights("m-2", folders[1], ("m", 2)), 1, busy=())
+    assert p.usage().checkpoints == 1  # step 1 left before step 2 loaded
+    p.route(Weights("m-1", folders[0], ("m", 1)), 1, busy=("m-2",))
+    assert p.usage().checkpoints == 2  # an earlier step asked for again: loaded beside the later
 
 
 def test_adapters_peft_could_not_serve_are_refused(base: Path, adapters: list[Path], tmp_path: Path) -> None:

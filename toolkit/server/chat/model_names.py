@@ -85,7 +85,9 @@ def resolve_model(chat: ChatContext, user: User, name: str | None, project: str 
     folder = Path(row.path)
     if checkpoint_kind(folder) is None:
         raise missing
-    return Resolved(engine, Weights(row.id, folder), checkpoint_name(model.id, row.step))
+    return Resolved(
+        engine, Weights(row.id, folder, (model.id, row.step)), checkpoint_name(model.id, row.step)
+    )
 
 
 def served_names(names: Iterable[str]) -> str:

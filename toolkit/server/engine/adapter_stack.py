@@ -9,7 +9,9 @@ adapter over its rows when few adapters share the batch, else gathered per-row w
 batched matmuls (docs/performance.md measures the choice).
 
 Adapters stay resident in least-recently-used order under a byte cap; an adapter some running
-sequence uses is never evicted, so a request whose adapter does not fit waits until one frees up.
+sequence uses is never evicted, so a request whose adapter does not fit waits until one frees up. A
+later step of a trained model retires the idle earlier steps of that model (an RL loop samples from
+its latest step; an earlier one asked for again is read again), so a loop's memory stays flat.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from torch import Tensor
 
 from .lora import AdapterError, LoraAdapter
+from .request import Weights
 
 GROUPED_UP_TO = 4
 """Up to this many distinct adapters in a batch, each runs its own matmuls over its rows; beyond it,
@@ -70,6 +73,7 @@ class AdapterStack:
         self.b: list[list[Tensor]] = []
         self._allocate(1, 0)
         self._resident: OrderedDict[str, int] = OrderedDict()
+        self._lineage: dict[str, tuple[str, int] | None] = {}
         self._users: dict[int, int] = {}
         self._free: list[int] = []
 
@@ -83,28 +87,37 @@ class AdapterStack:
         per_layer = sum(len(t.modules) * rank * (t.in_features + t.out_features) for t in self.targets)
         return per_layer * self.n_layers * torch.empty((), dtype=self.dtype).element_size()
 
-    def acquire(self, key: str, read: Callable[[], LoraAdapter], users: int = 1) -> int | None:
-        """The slot of adapter ``key`` for ``users`` more sequences, made resident with ``read`` if
-        needed (evicting idle adapters to stay under the cap); None when it does not fit while other
-        adapters are in use (the caller waits for them to be released)."""
+    def acquire(self, weights: Weights, read: Callable[[], LoraAdapter], users: int = 1) -> int | None:
+        """The slot of adapter ``weights`` for ``users`` more sequences, made resident with ``read`` if
+        needed (retiring the idle earlier steps of its model, and evicting idle adapters to stay under
+        the cap); None when it does not fit while other adapters are in use (the caller waits for
+        them to be released)."""
+        key = weights.key
         slot = self._resident.get(key)
         if slot is None:
             adapter = read()
             self._check(adapter)
+            idle = [k for k, s in self._resident.items() if not self._users.get(s)]
+            for old in [k for k in idle if weights.supersedes(self._lineage[k])]:
+                self._evict(old)
+                idle.remove(old)
             rank = max(self.rank, adapter.rank)
             need = lambda: (len(self._resident) + 1) * self.slot_bytes(rank)  # noqa: E731
-            idle = [k for k, s in self._resident.items() if not self._users.get(s)]
             while need() > self.max_bytes and idle:
-                self._free.append(self._resident.pop(idle.pop(0)))
+                self._evict(idle.pop(0))
             if need() > self.max_bytes and self._resident:
                 return None
             slot = self._free.pop() if self._free else len(self._resident) + 1
             if slot >= self.capacity or rank > self.rank:
-                self._allocate(
-                    self.capacity if slot < self.capacity else max(slot + 1, 2 * self.capacity), rank
-                )
+                # doubling, but never past the slots the cap allows at this rank (slot 0, the base,
+                # besides) unless the resident adapters' slots need them
+                fits = self.max_bytes // self.slot_bytes(rank) + 1
+                grown = 2 * self.capacity if slot >= self.capacity else self.capacity
+                used = max(self._resident.values(), default=0)
+                self._allocate(max(slot + 1, used + 1, min(grown, fits)), rank)
             self._write(slot, adapter)
             self._resident[key] = slot
+            self._lineage[key] = weights.lineage
         self._resident.move_to_end(key)
         self._users[slot] = self._users.get(slot, 0) + users
         return slot
@@ -113,8 +126,12 @@ class AdapterStack:
         if slot:
             self._users[slot] -= users
 
+    def _evict(self, key: str) -> None:
+        self._free.append(self._resident.pop(key))
+        del self._lineage[key]
+
     def _allocate(self, capacity: int, rank: int) -> None:
-        """Grow to ``capacity`` slots of rank ``rank``, keeping the resident adapters."""
+        """Reallocate to ``capacity`` slots of rank ``rank``, keeping the resident adapters."""
         a_new: list[list[Tensor]] = []
         b_new: list[list[Tensor]] = []
         for layer in range(self.n_layers):
@@ -129,9 +146,10 @@ class AdapterStack:
                 )
                 if self.a:
                     old_a, old_b, r = self.a[layer][g], self.b[layer][g], self.rank
+                    n = min(capacity, self.capacity)  # fewer slots: those past them are free
                     for k in range(subs):
-                        a[: self.capacity, k * rank : k * rank + r] = old_a[:, k * r : (k + 1) * r]
-                        b[: self.capacity, :, k * rank : k * rank + r] = old_b[:, :, k * r : (k + 1) * r]
+                        a[:n, k * rank : k * rank + r] = old_a[:n, k * r : (k + 1) * r]
+                        b[:n, :, k * rank : k * rank + r] = old_b[:n, :, k * r : (k + 1) * r]
                 a_row.append(a)
                 b_row.append(b)
             a_new.append(a_row)

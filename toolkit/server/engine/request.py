@@ -19,6 +19,15 @@ class Weights:
 
     key: str  # "base" or a checkpoint id
     folder: Path | None = None
+    lineage: tuple[str, int] | None = None  # a trained model's checkpoint: (model id, step)
+
+    def supersedes(self, other: tuple[str, int] | None) -> bool:
+        """Whether this checkpoint is a later step of the model ``other`` is a checkpoint of."""
+        return (
+            self.lineage is not None
+            and other is not None
+            and (other[0] == self.lineage[0] and other[1] < self.lineage[1])
+        )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ on it (:class:`~.adapter_stack.AdapterStack`), and a few whole-weight checkpoint
 
 A request names its weights (:class:`~.request.Weights`); the pool routes it: the base runner with
 adapter slot 0, the base runner with the slot of a LoRA checkpoint (made resident on first use), or
-the runner of a full fine-tuning checkpoint (an LRU of ``LOADED_WEIGHTS`` runners, base included).
+the runner of a full fine-tuning checkpoint (an LRU of ``LOADED_WEIGHTS`` runners, base included;
+a later step of a trained model unloads its idle earlier steps, as the adapters do).
 A checkpoint's folder is read when a request first needs it, so a checkpoint is servable as soon as
 its folder exists. Used from the engine thread only; :meth:`WeightsPool.usage` is a snapshot.
 """
@@ -50,6 +51,7 @@ class WeightsPool:
     def __init__(self, spec: BaseModelSpec, placement: Placement, lora_bytes: int) -> None:
         self.spec, self.placement, self.lora_bytes = spec, placement, lora_bytes
         self._runners: OrderedDict[str, Runner] = OrderedDict()
+        self._lineage: dict[str, tuple[str, int] | None] = {}  # of the loaded checkpoints
 
     @property
     def base(self) -> Runner:
@@ -79,18 +81,27 @@ class WeightsPool:
             base = self.base
             assert base.adapters is not None
             folder, device, dtype = weights.folder, base.device, base.dtype
-            slot = base.adapters.acquire(weights.key, lambda: LoraAdapter.read(folder, device, dtype), users)
+            slot = base.adapters.acquire(weights, lambda: LoraAdapter.read(folder, device, dtype), users)
             return None if slot is None else Route(BASE, base, slot)
         runner = self._runners.get(weights.key)
         if runner is None:
+            for key in [
+                k for k in self._runners if k not in busy and weights.supersedes(self._lineage.get(k))
+            ]:
+                self._unload(key)  # an earlier step of this model, idle: before the new one loads
             model = load_model(self.spec, weights.folder, self.placement)
             runner = Runner(model, self.spec.max_model_len)
             self._runners[weights.key] = runner
+            self._lineage[weights.key] = weights.lineage
             idle = [k for k in self._runners if k not in busy and k not in (BASE, weights.key)]
             for key in idle[: max(0, len(self._runners) - LOADED_WEIGHTS)]:
-                del self._runners[key]
+                self._unload(key)
         self._runners.move_to_end(weights.key)
         return Route(weights.key, runner)
+
+    def _unload(self, key: str) -> None:
+        del self._runners[key]
+        self._lineage.pop(key, None)
 
     def release(self, route: Route, users: int = 1) -> None:
         """``users`` sequences of ``route`` ended."""
