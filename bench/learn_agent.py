@@ -97,6 +97,7 @@ class Result:
     eval_curve: list[tuple[int, float, float]] = field(default_factory=list)  # RL step, T=1, greedy
     wall_seconds: float = 0.0
     target_minutes: float | None = None  # wall time at the first evaluation at or above --target (T=1)
+    eval_minutes: list[float] = field(default_factory=list)  # wall time at the end of each evaluation
     config: dict[str, object] = field(default_factory=dict)
     watch: Watch | None = None  # what each phase cost: sft, evaluations, rollouts, rl jobs
     rss_steps: list[tuple[float, int]] = field(default_factory=list)  # (seconds, server RSS) per RL step
@@ -125,8 +126,9 @@ def run(
         with watch.phase("evaluations"):
             sampled = task.success(client, name(step), args.eval_samples, seed=10_000)
             greedy = task.success(client, name(step), args.eval_samples, seed=10_000, temperature=0.0)
+        result.eval_minutes.append((time.perf_counter() - started) / 60)
         if result.target_minutes is None and sampled >= args.target:
-            result.target_minutes = (time.perf_counter() - started) / 60
+            result.target_minutes = result.eval_minutes[-1]
         return sampled, greedy
 
     def sft(batches: int, rates: list[float], seed: int) -> int:
@@ -220,8 +222,18 @@ def report(result: Result, args: argparse.Namespace, section: str = SECTION) -> 
     steps = len(result.curve)
     load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     blocks = " ".join(f"{mean(result.curve[i : i + 10]):.2f}" for i in range(0, steps, 10))
-    sft_rows = "\n".join(f"| {b} | {s:.3f} | {g:.3f} |" for b, s, g in result.sft_curve)
-    rl_rows = "\n".join(f"| {s} | {t:.3f} | {g:.3f} |" for s, t, g in result.eval_curve)
+    # the evaluations' wall minutes: the base's, each SFT job's, then each RL evaluation's (step 0 is
+    # the last SFT job's)
+    sft_minutes = result.eval_minutes[1 : 1 + len(result.sft_curve)]
+    rl_minutes = [*sft_minutes[-1:], *result.eval_minutes[1 + len(result.sft_curve) :]]
+    sft_rows = "\n".join(
+        f"| {b} | {s:.3f} | {g:.3f} | {m:.1f} |"
+        for (b, s, g), m in zip(result.sft_curve, sft_minutes, strict=False)
+    )
+    rl_rows = "\n".join(
+        f"| {s} | {t:.3f} | {g:.3f} | {m:.1f} |"
+        for (s, t, g), m in zip(result.eval_curve, rl_minutes, strict=False)
+    )
     start, end = result.eval_curve[0][1], result.eval_curve[-1][1]
     reached = "never" if result.target_minutes is None else f"{result.target_minutes:.1f} min"
     stopped = (
@@ -254,12 +266,12 @@ turns, both trained); success = the exact code and the end of the turn. Held-out
 - Sampled reward of the training episodes ({args.prompts * args.group_size} per step), means over blocks
   of 10 steps: {blocks}
 
-| SFT batches | held-out success (T=1) | greedy |
-|---|---|---|
+| SFT batches | held-out success (T=1) | greedy | wall min |
+|---|---|---|---|
 {sft_rows}
 
-| RL step | held-out success (T=1) | greedy |
-|---|---|---|
+| RL step | held-out success (T=1) | greedy | wall min |
+|---|---|---|---|
 {rl_rows}
 
 {costs(result.watch)}

@@ -65,11 +65,14 @@ def test_learn_agent_smoke_runs_sft_then_rl_and_reports_without_writing(server: 
     assert base is not None and shares(base[1], base[2])
     rows = table_rows(report)  # SFT's table, RL's, then what each of the 4 phases cost
     (sft_header, sft, rl_header), rl_rows, (cost_header, *phases) = rows[:3], rows[3:-5], rows[-5:]
-    assert sft_header == ["SFT batches", "held-out success (T=1)", "greedy"]
-    assert rl_header == ["RL step", "held-out success (T=1)", "greedy"]
+    assert sft_header == ["SFT batches", "held-out success (T=1)", "greedy", "wall min"]
+    assert rl_header == ["RL step", "held-out success (T=1)", "greedy", "wall min"]
     assert sft[0] == "2" and [row[0] for row in rl_rows] == ["0", "1"]
-    assert shares(*(cell for row in [sft, *rl_rows] for cell in row[1:]))
-    assert sft[1:] == list(sft_runs[0][1:]) and held[2] == rl_rows[-1][1]
+    assert shares(*(cell for row in [sft, *rl_rows] for cell in row[1:3]))
+    assert sft[1:3] == list(sft_runs[0][1:]) and held[2] == rl_rows[-1][1]
+    # each evaluation's wall minutes, in order; RL step 0 is the SFT job's evaluation
+    minutes = [float(row[3]) for row in [sft, *rl_rows]]
+    assert minutes == sorted(minutes) and rl_rows[0][3] == sft[3]
     # what each phase cost (the server's RSS 0: a user key of the suite's server does not see its pid)
     assert cost_header[0] == "phase" and cost_header[-1] == "server peak RSS GiB"
     assert sorted(row[0] for row in phases) == ["evaluations", "rl jobs", "rollouts", "sft"]
