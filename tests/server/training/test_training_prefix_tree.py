@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen3Config, Qwen3ForCausalLM
 
+from toolkit.server.training import forward
 from toolkit.server.training.forward import Tree, make_batch, token_logprobs
 from toolkit.server.training.sequences import Sample
 
@@ -79,7 +80,8 @@ def test_every_row_gets_the_logprobs_and_gradients_it_gets_alone(architecture: s
     )
     logp, entropy = token_logprobs(model, batch, 1024)
     hook.remove()
-    assert seen == [batch.num_nodes] and batch.num_nodes < batch.attention.sum() / 2
+    assert batch.tree is not None and seen == [batch.num_positions]
+    assert batch.num_positions < batch.attention.sum() / 2
     weights = torch.rand(batch.mask.shape, generator=torch.Generator().manual_seed(1))
     (logp * batch.mask * weights).sum().backward()
     tree_grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
@@ -111,3 +113,23 @@ def test_a_token_trained_in_several_rows_goes_through_the_head_once() -> None:
     hook.remove()
     assert rows == [5]
     assert torch.equal(logp[0], logp[1]) and int((logp[0] != 0).sum()) == 5
+
+
+def test_rows_that_share_nothing_or_too_many_nodes_run_as_their_padded_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No tree where it saves nothing, nor past ``TREE_NODES`` (its mask grows as the square of its
+    nodes): the padded rows, with the logprobs each row gets alone."""
+    model = small("llama")
+    apart = [
+        Sample([1, *PROMPT[1:], 11], [False] * 30 + [True]),
+        Sample([2, 3, 4, 5], [False, True, True, True]),
+    ]
+    monkeypatch.setattr(forward, "TREE_NODES", 40)
+    for samples in (apart, group()):  # nothing shared; 72 nodes, past the 40 allowed here
+        batch = make_batch(samples, pad_id=0)
+        assert batch.tree is None and batch.num_positions == batch.tokens.numel()
+        logp, _ = token_logprobs(model, batch, 1024)
+        for r, (s, plain) in enumerate(zip(samples, row_by_row(model, samples), strict=True)):
+            trained = batch.mask[r, 1 : len(s.tokens)].bool()
+            assert torch.allclose(logp[r, 1 : len(s.tokens)][trained], plain[trained], atol=1e-5)

@@ -14,6 +14,9 @@ from .sequences import Sample
 
 LOGITS_BYTES = 32 * 2**20
 """Most bytes of float32 logits one chunk of the loss computes at once."""
+TREE_NODES = 8192
+"""Most nodes a minibatch runs as a prefix tree: its ``[N, N]`` mask takes 5 bytes a pair (320 MiB at
+8,192). A larger minibatch, or one whose rows share no prefix, runs as its padded rows."""
 
 
 @dataclass
@@ -72,15 +75,17 @@ class Batch:
     logprobs: torch.Tensor  # [B, T] sampler logprobs, NaN where unknown
     advantages: torch.Tensor  # [B, T]
     weights: torch.Tensor  # [B, T]
-    tree: Tree  # what the model runs on: each shared prefix once
+    tree: Tree | None  # what the model runs on, each shared prefix once; None: the padded rows
 
     @property
-    def num_nodes(self) -> int:
-        return len(self.tree.tokens)
+    def num_positions(self) -> int:
+        """The positions the model runs on: the tree's nodes, or the padded rows' tokens."""
+        return len(self.tree.tokens) if self.tree is not None else self.tokens.numel()
 
 
 def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | None = None) -> Batch:
-    """The samples padded to one length, and as a prefix tree, on ``device`` (the model's)."""
+    """The samples padded to one length, and as a prefix tree where that saves positions (and has
+    at most :data:`TREE_NODES`), on ``device`` (the model's)."""
     length = max(len(s.tokens) for s in samples)
     size = (len(samples), length)
     tokens = torch.full(size, pad_id, dtype=torch.long)
@@ -102,8 +107,9 @@ def make_batch(samples: Sequence[Sample], pad_id: int, device: torch.device | No
     tokens, attention, mask, logprobs, advantages, weights = (
         t.to(device) for t in (tokens, attention, mask, logprobs, advantages, weights)
     )
-    tree = Tree.of([s.tokens for s in samples], length).to(device)
-    return Batch(tokens, attention, mask, logprobs, advantages, weights, tree)
+    tree = Tree.of([s.tokens for s in samples], length)
+    saves = len(tree.tokens) < sum(len(s.tokens) for s in samples) and len(tree.tokens) <= TREE_NODES
+    return Batch(tokens, attention, mask, logprobs, advantages, weights, tree.to(device) if saves else None)
 
 
 def token_logprobs(
@@ -122,20 +128,8 @@ def token_logprobs(
     kept, so the ``[positions, vocab]`` logits never exist at once, nor their softmax and gradient (a
     3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
-    tree = batch.tree
-    # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
-    # to it a second time, and the tree's mask would then no longer fit them
-    hidden = model.base_model(
-        input_ids=tree.tokens[None],
-        attention_mask=tree.attention(model.dtype).to(tree.tokens.device),
-        position_ids=tree.positions[None],
-        use_cache=False,
-    ).last_hidden_state[0]
+    inputs, targets, copies = _head_inputs(model, batch)
     head = model.get_output_embeddings()
-    trained = (batch.mask != 0).nonzero(as_tuple=True)
-    # each trained node once: the logprob of its token after its parent's hidden state
-    nodes, copies = torch.unique(tree.nodes[trained], return_inverse=True)
-    inputs, targets = hidden[tree.parents[nodes]], tree.tokens[nodes]
     step = max(1, min(chunk_size, LOGITS_BYTES // (4 * head.weight.shape[0])))
     recompute = torch.is_grad_enabled() and inputs.requires_grad
     logps: list[torch.Tensor] = []
@@ -146,11 +140,37 @@ def token_logprobs(
         logps.append(logp)
         entropies.append(entropy)
     zeros = torch.zeros(batch.tokens.shape, device=batch.tokens.device)
+    trained = (batch.mask != 0).nonzero(as_tuple=True)
 
     def placed(values: list[torch.Tensor]) -> torch.Tensor:
         return zeros.index_put(trained, torch.cat(values)[copies]) if values else zeros
 
     return placed(logps), placed(entropies) if with_entropy else None
+
+
+def _head_inputs(model: PreTrainedModel, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The hidden states the output head runs on, the tokens they predict, and for each trained
+    position of ``batch`` (``batch.mask``'s nonzero entries, in order) the row of them it takes."""
+    trained = (batch.mask != 0).nonzero(as_tuple=True)
+    # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
+    # to it a second time, and the mask would then no longer fit them
+    tree = batch.tree
+    if tree is None:
+        hidden = model.base_model(
+            input_ids=batch.tokens, attention_mask=batch.attention, use_cache=False
+        ).last_hidden_state
+        # token t is predicted from hidden state t - 1 of its row
+        inputs = hidden[trained[0], trained[1] - 1]
+        return inputs, batch.tokens[trained], torch.arange(len(inputs), device=inputs.device)
+    hidden = model.base_model(
+        input_ids=tree.tokens[None],
+        attention_mask=tree.attention(model.dtype).to(tree.tokens.device),
+        position_ids=tree.positions[None],
+        use_cache=False,
+    ).last_hidden_state[0]
+    # each trained node once: the logprob of its token after its parent's hidden state
+    nodes, copies = torch.unique(tree.nodes[trained], return_inverse=True)
+    return hidden[tree.parents[nodes]], tree.tokens[nodes], copies
 
 
 def _chunk(

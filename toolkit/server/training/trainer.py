@@ -131,7 +131,7 @@ def run_rl(
     job_timing = {"timing_s/prepare": plan.prepare_s, "timing_s/old_logprobs": time.perf_counter() - started}
     for i, (samples, batch) in enumerate(zip(plan.batches, batches, strict=True)):
         step_start = time.perf_counter()
-        with step_memory(model, batch.num_nodes):
+        with step_memory(model, batch.num_positions):
             new, entropy = token_logprobs(model, batch, chunk)
         out = policy_loss(
             LossInputs(
@@ -238,7 +238,7 @@ def run_sft(
     try:
         for i, (samples, lr) in enumerate(zip(batches, learning_rates, strict=True)):
             batch = make_batch(samples, pad_id, device)
-            with step_memory(model, batch.num_nodes):
+            with step_memory(model, batch.num_positions):
                 logp, entropy = token_logprobs(model, batch, chunk_size)
             count = batch.mask.sum()
             loss = -(logp * batch.mask).sum() / count.clamp(min=1)
