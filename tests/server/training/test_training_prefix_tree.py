@@ -3,33 +3,16 @@ the logprobs and gradients it gets on its own, on the architectures the server t
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen3Config, Qwen3ForCausalLM
+from transformers import PreTrainedModel
 
+from toolkit.server.engine.random_models import random_model
 from toolkit.server.training import forward
 from toolkit.server.training.forward import Tree, make_batch, token_logprobs
 from toolkit.server.training.sequences import Sample
 
-VOCAB = 97
-PROMPT = [(5 * i + 2) % VOCAB for i in range(30)]  # a system prompt and a question, shared
-
-
-def small(architecture: str) -> PreTrainedModel:
-    torch.manual_seed(0)
-    shape: dict[str, Any] = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    if architecture == "qwen3":
-        return Qwen3ForCausalLM(Qwen3Config(**shape, head_dim=8)).eval()
-    return LlamaForCausalLM(LlamaConfig(**shape)).eval()
+PROMPT = [(5 * i + 2) % 97 for i in range(30)]  # a system prompt and a question, shared
 
 
 def group() -> list[Sample]:
@@ -71,7 +54,7 @@ def test_a_shared_prefix_is_one_run_of_nodes_each_after_its_parent() -> None:
 
 @pytest.mark.parametrize("architecture", ["llama", "qwen3"])
 def test_every_row_gets_the_logprobs_and_gradients_it_gets_alone(architecture: str) -> None:
-    model = small(architecture)
+    model = random_model(architecture)
     samples = group()
     batch = make_batch(samples, pad_id=0)
     seen: list[int] = []
@@ -102,7 +85,7 @@ def test_every_row_gets_the_logprobs_and_gradients_it_gets_alone(architecture: s
 
 
 def test_a_token_trained_in_several_rows_goes_through_the_head_once() -> None:
-    model = small("llama")
+    model = random_model("llama")
     samples = group()[2:4]  # two equal episodes: 5 trained tokens each, the same 5 nodes
     batch = make_batch(samples, pad_id=0)
     rows: list[int] = []
@@ -120,7 +103,7 @@ def test_rows_that_share_nothing_or_too_many_nodes_run_as_their_padded_rows(
 ) -> None:
     """No tree where it saves nothing, nor past ``TREE_NODES`` (its mask grows as the square of its
     nodes): the padded rows, with the logprobs each row gets alone."""
-    model = small("llama")
+    model = random_model("llama")
     apart = [
         Sample([1, *PROMPT[1:], 11], [False] * 30 + [True]),
         Sample([2, 3, 4, 5], [False, True, True, True]),

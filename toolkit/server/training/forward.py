@@ -118,17 +118,18 @@ def token_logprobs(
     """``logp[b, t] = log p(token t | tokens < t)`` on the trained tokens (``batch.mask``; 0 elsewhere,
     which every loss and metric masks out) and the entropy of those distributions.
 
-    The model runs once over the batch's prefix tree (:class:`Tree`), not over its padded rows: the
-    values of a node depend on its ancestors only, so they are the rows' own, and a shared prefix costs
-    its tokens once. The output head runs only on the nodes before trained tokens, once for a token
-    trained in several rows, gathered into one ``[positions, hidden]`` matrix so each chunk is one
-    matrix product, and on a chunk at a time: at most ``chunk_size``
+    The model runs once over the batch's prefix tree (:class:`Tree`) where it has one, else over its
+    padded rows: the values of a node depend on its ancestors only, so they are the rows' own, and a
+    shared prefix costs its tokens once. The output head runs only on the nodes before trained
+    tokens, once for a token trained in several rows, gathered into one ``[positions, hidden]``
+    matrix so each chunk is one matrix product, and on a chunk at a time: at most ``chunk_size``
     (``logprob_calculation_chunk_size``) and at most what keeps a chunk's float32 logits under
     :data:`LOGITS_BYTES`. With gradients, each chunk is recomputed in the backward pass instead of
     kept, so the ``[positions, vocab]`` logits never exist at once, nor their softmax and gradient (a
     3,072-token minibatch of a 49,152-token vocabulary would hold 600 MB in each).
     """
-    inputs, targets, copies = _head_inputs(model, batch)
+    trained = (batch.mask != 0).nonzero(as_tuple=True)
+    inputs, targets, copies = _head_inputs(model, batch, trained)
     head = model.get_output_embeddings()
     step = max(1, min(chunk_size, LOGITS_BYTES // (4 * head.weight.shape[0])))
     recompute = torch.is_grad_enabled() and inputs.requires_grad
@@ -140,18 +141,22 @@ def token_logprobs(
         logps.append(logp)
         entropies.append(entropy)
     zeros = torch.zeros(batch.tokens.shape, device=batch.tokens.device)
-    trained = (batch.mask != 0).nonzero(as_tuple=True)
 
     def placed(values: list[torch.Tensor]) -> torch.Tensor:
-        return zeros.index_put(trained, torch.cat(values)[copies]) if values else zeros
+        if not values:
+            return zeros
+        per_node = torch.cat(values)
+        return zeros.index_put(trained, per_node if copies is None else per_node[copies])
 
     return placed(logps), placed(entropies) if with_entropy else None
 
 
-def _head_inputs(model: PreTrainedModel, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The hidden states the output head runs on, the tokens they predict, and for each trained
-    position of ``batch`` (``batch.mask``'s nonzero entries, in order) the row of them it takes."""
-    trained = (batch.mask != 0).nonzero(as_tuple=True)
+def _head_inputs(
+    model: PreTrainedModel, batch: Batch, trained: tuple[torch.Tensor, ...]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The hidden states the output head runs on, the tokens they predict, and for each ``trained``
+    position (``batch.mask``'s nonzero entries, in order) the row of them it takes (None: one row
+    each, in order)."""
     # no KV cache: a decoder layer recomputed in the backward pass (step_memory) would append its keys
     # to it a second time, and the mask would then no longer fit them
     tree = batch.tree
@@ -160,8 +165,7 @@ def _head_inputs(model: PreTrainedModel, batch: Batch) -> tuple[torch.Tensor, to
             input_ids=batch.tokens, attention_mask=batch.attention, use_cache=False
         ).last_hidden_state
         # token t is predicted from hidden state t - 1 of its row
-        inputs = hidden[trained[0], trained[1] - 1]
-        return inputs, batch.tokens[trained], torch.arange(len(inputs), device=inputs.device)
+        return hidden[trained[0], trained[1] - 1], batch.tokens[trained], None
     hidden = model.base_model(
         input_ids=tree.tokens[None],
         attention_mask=tree.attention(model.dtype).to(tree.tokens.device),
