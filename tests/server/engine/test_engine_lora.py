@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -221,16 +222,15 @@ def test_a_later_full_checkpoint_of_a_model_unloads_its_idle_earlier_one(base: P
     for n in (1, 2):
         folder = tmp_path / f"step{n}"
         folder.mkdir()
-        (folder / "model.safetensors").write_bytes((base / "model.safetensors").read_bytes())
-        for name in ("config.json",):
-            (folder / name).write_bytes((base / name).read_bytes())
+        for name in ("model.safetensors", "config.json"):  # a whole-weight checkpoint
+            shutil.copy(base / name, folder / name)
         folders.append(folder)
     first = p.route(Weights("m-1", folders[0], ("m", 1)), 1, busy=())
     assert first is not None
     p.release(first)
     assert p.usage().checkpoints == 1
     p.route(Weights("m-2", folders[1], ("m", 2)), 1, busy=())
-    assert p.usage().checkpoints == 1  # step 1 left before step 2 loaded
+    assert p.usage().checkpoints == 1  # step 1, idle, unloaded for step 2
     p.route(Weights("m-1", folders[0], ("m", 1)), 1, busy=("m-2",))
     assert p.usage().checkpoints == 2  # an earlier step asked for again: loaded beside the later
 
