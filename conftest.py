@@ -5,12 +5,13 @@ Notebooks call ``tk.connect()`` with no configuration, which starts the local se
 it started at the end (and any a notebook started in a folder inside it), so no test run leaves a
 server behind or touches ``~/.toolkit``.
 
-The notebooks (nbval) and tests/notebooks/ run first, as one group, with the tests marked
-``after_notebooks`` (the notebook re-run) at its end, so they find the data folder that nbval's run
-of the notebooks left behind. Under pytest-xdist (``-n 2``, what ``scripts/test`` runs) that group
-goes to one worker and each other test file is a group of its own (its module fixtures set up
-once); each worker has its own ``$TOOLKIT_DATA_DIR`` and session server, and torch runs on one
-thread in each worker and in each server it starts (``$TOOLKIT_TORCH_THREADS``).
+Each notebook's nbval run and its re-run (the test marked ``after_notebooks``) form one group, run
+first, the re-run at its end, so it finds the data folder that nbval's run left behind; notebook 04,
+which compares the checkpoints of notebook 03's model, is in 03's group. Under pytest-xdist (``-n 2``,
+what ``scripts/test`` runs) each group goes to one worker, the longest notebooks first, and each other
+test file is a group of its own (its module fixtures set up once); each worker has its own
+``$TOOLKIT_DATA_DIR`` and session server, and torch runs on one thread in each worker and in each
+server it starts (``$TOOLKIT_TORCH_THREADS``).
 """
 
 from __future__ import annotations
@@ -69,14 +70,34 @@ def _after_notebooks(item: pytest.Item) -> bool:
     return item.get_closest_marker("after_notebooks") is not None
 
 
-def _in_notebook_group(item: pytest.Item) -> bool:
-    return _group(item.nodeid) == "notebooks"
+RERUN = "tests/notebooks/test_notebooks_rerun.py::test_notebook_passes_when_run_again["
+# The notebooks that take longest in the suite, started first so that the two workers end together
+# (07: 8 minutes on a busy core, then 11, 09, 02, 03); the others follow in name order.
+LONGEST_FIRST = ("07_agent", "11_real_model_agent", "09_research", "02_supervised_fine_tuning", "03_rl_loop")
+SAME_FOLDER = {"04_comparing_checkpoints": "03_rl_loop"}  # 04 compares the checkpoints of 03's model
 
 
 def _group(nodeid: str) -> str:
-    """The worker group of a test under xdist: the notebook group, else the test's file."""
+    """The worker group of a test under xdist: a notebook with its re-run, else the test's file."""
     path = nodeid.split("::")[0]
-    return "notebooks" if path.startswith(("notebooks/", "tests/notebooks/")) else path
+    if path.startswith("notebooks/"):
+        stem = Path(path).stem
+    elif nodeid.startswith(RERUN):
+        stem = nodeid[len(RERUN) :].rstrip("]")
+    else:
+        return path
+    return f"notebooks/{SAME_FOLDER.get(stem, stem)}"
+
+
+def _rank(item: pytest.Item) -> tuple[int, str, bool]:
+    """Where a test runs in the session: the notebook groups first, longest first, each notebook's
+    re-run after its nbval run; every other test after them, in collection order."""
+    group = _group(item.nodeid)
+    if not group.startswith("notebooks/"):
+        return (1, "", False)
+    stem = group.removeprefix("notebooks/")
+    order = LONGEST_FIRST.index(stem) if stem in LONGEST_FIRST else len(LONGEST_FIRST)
+    return (0, f"{order:02d} {stem}", _after_notebooks(item))
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -94,8 +115,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_NBVAL_NOTEBOOKS] = frozenset(item.path for item in items if item.path.suffix == ".ipynb")
-    # stable: the notebook group first (its re-run last), the rest in collection order
-    items.sort(key=lambda item: (not _in_notebook_group(item), _after_notebooks(item)))
+    items.sort(key=_rank)  # stable: within a rank, collection order
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,14 @@
 """Every notebook passes again in the same data folder, in a fresh kernel.
 
-Notebooks are experiments people re-run: nbval runs each notebook once (``notebooks/`` is a test
-path), then this test runs it a second time in a new kernel (as after a kernel restart) against
-the same ``$TOOLKIT_DATA_DIR``, whose server still holds the first run's models, jobs and traces.
-The root ``conftest.py`` moves it behind the notebooks. A notebook that nbval does not run in this
-session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run is a quick pass
-(``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks is that
-names, files and servers of the first run do not get in the way; nbval's run checks the learning.
-The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with its
-user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
+Notebooks are experiments people re-run: nbval runs each notebook once (``notebooks/`` is a test path),
+then this test runs it a second time in a new kernel (as after a kernel restart) against the same
+``$TOOLKIT_DATA_DIR``, whose server still holds the first run's models, jobs and traces. The root
+``conftest.py`` runs it right after nbval's run of the same notebook, on the same worker. A notebook
+that nbval does not run in this session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run
+is a quick pass (``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks
+is that names, files and servers of the first run do not get in the way; nbval's run checks the
+learning. The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with
+its user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
 imports a test tool fails here as it would for a user. No cell shows a third-party warning (an
 error-pink box the notebook's reader can do nothing about).
 """
@@ -37,21 +37,43 @@ def test_the_notebooks_are_found() -> None:
     assert NOTEBOOKS and all(p.name[:2].isdigit() for p in NOTEBOOKS), NOTEBOOKS
 
 
-def test_the_notebooks_run_first_as_one_group_with_the_rerun_at_its_end(request: pytest.FixtureRequest) -> None:
-    """The root conftest.py: the notebook group first (under xdist on one worker, one data folder)."""
+def test_each_notebook_runs_with_its_rerun_in_one_group_and_the_notebooks_first(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The root conftest.py: a notebook's nbval run and its re-run form one group (under xdist on one
+    worker, one data folder; 04 with 03, whose model it reads), the re-run after the cells, and the
+    notebook groups run before every other test, the longest first."""
     root_conftest = Path(__file__).resolve().parents[2] / "conftest.py"
-    (plugin,) = [p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", "") == str(root_conftest)]
-    groups = plugin._group  # what its xdist scheduler splits the session by
+    (plugin,) = [
+        p
+        for p in request.config.pluginmanager.get_plugins()
+        if getattr(p, "__file__", "") == str(root_conftest)
+    ]
     items = request.session.items
-    names = [groups(item.nodeid) for item in items]
-    size = names.count("notebooks")
-    assert size and names[:size] == ["notebooks"] * size
-    reruns = [i for i, item in enumerate(items[:size]) if item.get_closest_marker("after_notebooks")]
-    assert reruns == list(range(size - len(reruns), size))
-    assert all(name == item.nodeid.split("::")[0] for name, item in zip(names[size:], items[size:]))
+    groups = [plugin._group(item.nodeid) for item in items]
+    size = sum(g.startswith("notebooks/") for g in groups)
+    assert all(g.startswith("notebooks/") for g in groups[:size])
+    rerun = "tests/notebooks/test_notebooks_rerun.py::test_notebook_passes_when_run_again"
+    named = [
+        f"{rerun}[07_agent]",
+        "notebooks/04_comparing_checkpoints.ipynb::Cell 2",
+        f"{rerun}[04_comparing_checkpoints]",
+    ]
+    assert [plugin._group(n) for n in named] == ["notebooks/07_agent", *["notebooks/03_rl_loop"] * 2]
+    assert all(g == item.nodeid.split("::")[0] for g, item in zip(groups[size:], items[size:]))
+    runs = {g: [i for i, h in enumerate(groups) if h == g] for g in dict.fromkeys(groups[:size])}
+    assert all(b - a == 1 for span in runs.values() for a, b in zip(span, span[1:]))  # each group in one run
+    for stem in (p.stem for p in NOTEBOOKS):
+        cells = [i for i, item in enumerate(items) if item.nodeid.startswith(f"notebooks/{stem}.ipynb::")]
+        reruns = [i for i, item in enumerate(items) if item.nodeid.endswith(f"run_again[{stem}]")]
+        group = "notebooks/03_rl_loop" if stem == "04_comparing_checkpoints" else f"notebooks/{stem}"
+        assert {groups[i] for i in cells + reruns} <= {group}
+        assert all(i < j for i in cells for j in reruns)
+    if "notebooks/07_agent" in runs:
+        assert list(runs)[0] == "notebooks/07_agent"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one per worker: the re-runs are in several groups
 def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return user_venv(tmp_path_factory.mktemp("user-venv"))
 
