@@ -15,7 +15,7 @@ from transformers import PreTrainedModel
 from ...seeding import derive_seed
 from ...types.training import TrajectoryGroup
 from .config import RLConfig
-from .forward import Batch, make_batch, token_logprobs
+from .forward import Batch, costs, make_batch, token_logprobs
 from .loss import LossInputs, policy_loss
 from .policy import Policy
 from .sequences import ChatFormat, Sample, UntrainableError, pack, rl_samples
@@ -116,8 +116,8 @@ def run_rl(
     model, params = policy.model, policy.parameters()
     optimizer = policy.optimizer_for("rl")
     chunk = cfg.logprob_calculation_chunk_size
-    device = next(model.parameters()).device
-    batches = [make_batch(b, pad_id, device) for b in plan.batches]
+    device, cost = next(model.parameters()).device, costs(model)
+    batches = [make_batch(b, pad_id, device, cost) for b in plan.batches]
     model.eval()  # no dropout: the recomputed logprobs must match the sampler's
     started = time.perf_counter()
     sampler: list[torch.Tensor | None] = [None] * len(batches)
@@ -233,11 +233,11 @@ def run_sft(
     """Next-token cross-entropy on assistant tokens, averaged over the batch's assistant tokens."""
     model, params = policy.model, policy.parameters()
     optimizer = policy.optimizer_for("sft")
-    device = next(model.parameters()).device
+    device, cost = next(model.parameters()).device, costs(model)
     model.train()
     try:
         for i, (samples, lr) in enumerate(zip(batches, learning_rates, strict=True)):
-            batch = make_batch(samples, pad_id, device)
+            batch = make_batch(samples, pad_id, device, cost)
             with step_memory(model, batch.num_positions):
                 logp, entropy = token_logprobs(model, batch, chunk_size)
             count = batch.mask.sum()
