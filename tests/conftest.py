@@ -174,6 +174,14 @@ def project() -> str:
     return new_project()
 
 
+@pytest.fixture(scope="session")  # one per worker: the second runs of notebooks are in several groups
+def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A python that sees only what ``scripts/lab`` installs (``user_extras.user_venv``)."""
+    from support.user_extras import user_venv
+
+    return user_venv(tmp_path_factory.mktemp("user-venv"))
+
+
 @pytest.fixture(scope="session")
 def smollm2() -> Path:
     """The real model's converted folder in ``$TOOLKIT_MODEL_CACHE`` (set by conftest.py): fetched and

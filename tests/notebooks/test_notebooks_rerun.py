@@ -10,28 +10,25 @@ is that names, files and servers of the first run do not get in the way; nbval's
 learning. The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with
 its user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
 imports a test tool fails here as it would for a user. No cell shows a third-party warning (an
-error-pink box the notebook's reader can do nothing about).
+error-pink box the notebook's reader can do nothing about). The seeded notebooks (``SEEDED``) make
+their second run in tests/reproducibility, which checks the same and that it repeats the first.
 """
 
 from __future__ import annotations
 
-import copy
-import re
 import subprocess
-from html import escape
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbconvert import HTMLExporter
-from support.notebook_support import NOTEBOOKS, run_notebook
-from support.user_extras import user_venv
-
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WARNING_LINE = re.compile(r"^(?P<path>\S.*?):\d+: (?P<category>\w*Warning): ", re.MULTILINE)
-HOUSEKEEPING = {"FutureWarning", "DeprecationWarning", "PendingDeprecationWarning"}
-STATIC_WIDGETS = {"TrajectoryBrowser", "RunHealth", "RunCompare"}  # widgets that carry a static copy
-
+from support.notebook_support import (
+    NOTEBOOKS,
+    SEEDED,
+    STATIC_WIDGETS,
+    check_second_run,
+    run_notebook,
+    third_party_warnings,
+)
 
 def test_the_notebooks_are_found() -> None:
     assert NOTEBOOKS and all(p.name[:2].isdigit() for p in NOTEBOOKS), NOTEBOOKS
@@ -55,11 +52,11 @@ def test_each_notebook_runs_with_its_rerun_in_one_group_and_the_notebooks_first(
     assert all(g.startswith("notebooks/") for g in groups[:size])
     rerun = "tests/notebooks/test_notebooks_rerun.py::test_notebook_passes_when_run_again"
     named = [
-        f"{rerun}[07_agent]",
+        f"{rerun}[09_research]",
         "notebooks/04_comparing_checkpoints.ipynb::Cell 2",
         f"{rerun}[04_comparing_checkpoints]",
     ]
-    assert [plugin._group(n) for n in named] == ["notebooks/07_agent", *["notebooks/03_rl_loop"] * 2]
+    assert [plugin._group(n) for n in named] == ["notebooks/09_research", *["notebooks/03_rl_loop"] * 2]
     assert all(g == item.nodeid.split("::")[0] for g, item in zip(groups[size:], items[size:]))
     runs = {g: [i for i, h in enumerate(groups) if h == g] for g in dict.fromkeys(groups[:size])}
     assert all(b - a == 1 for span in runs.values() for a, b in zip(span, span[1:]))  # each group in one run
@@ -73,11 +70,6 @@ def test_each_notebook_runs_with_its_rerun_in_one_group_and_the_notebooks_first(
         assert list(runs)[0] == "notebooks/07_agent"
 
 
-@pytest.fixture(scope="session")  # one per worker: the re-runs are in several groups
-def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return user_venv(tmp_path_factory.mktemp("user-venv"))
-
-
 def test_the_user_python_sees_the_user_extras_only(user_python: Path) -> None:
     probe = "import importlib.util as u; print([bool(u.find_spec(m)) for m in ('toolkit.server', 'openai', 'pytest')])"
     out = subprocess.run([user_python, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -86,30 +78,16 @@ def test_the_user_python_sees_the_user_extras_only(user_python: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.after_notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p not in SEEDED], ids=lambda p: p.stem)
 def test_notebook_passes_when_run_again(
     path: Path, notebooks_run_by_nbval: frozenset[Path], monkeypatch: pytest.MonkeyPatch, user_python: Path
 ) -> None:
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     for _ in range(1 if path in notebooks_run_by_nbval else 2):
         executed = run_notebook(path, python=user_python)
-    assert third_party_warnings(executed) == []
-    shown = check_static_export(executed)
+    shown = check_second_run(executed)
     if path.stem == "09_research":  # the research views, each readable in the export
         assert shown == STATIC_WIDGETS
-
-
-def third_party_warnings(notebook: nbformat.NotebookNode) -> list[str]:
-    """The warnings a cell's stderr shows that come from an installed package (site-packages), or that
-    are a library's deprecation notice: none of them is the toolkit's to say or the reader's to fix."""
-    found = []
-    for i, cell in enumerate(notebook.cells):
-        for output in cell.get("outputs", []):
-            if output.get("name") == "stderr":
-                for m in WARNING_LINE.finditer(output["text"]):
-                    if "site-packages" in m["path"] or m["category"] in HOUSEKEEPING:
-                        found.append(f"cell {i}: {m.group()}")
-    return found
 
 
 def test_third_party_warnings_are_found_in_a_cells_stderr() -> None:
@@ -123,22 +101,3 @@ def test_third_party_warnings_are_found_in_a_cells_stderr() -> None:
     )
     found = third_party_warnings(nbformat.v4.new_notebook(cells=[cell]))
     assert found == ["cell 0: /x/site-packages/transformers/modeling_utils.py:3312: FutureWarning: "]
-
-
-def check_static_export(notebook: nbformat.NotebookNode) -> set[str]:
-    """Read without a kernel (nbconvert's HTML, no widget state saved): every toolkit widget shows
-    its static copy, e.g. notebook 09's TrajectoryBrowser, RunHealth and RunCompare."""
-    notebook = copy.deepcopy(notebook)
-    notebook.metadata.pop("widgets", None)  # saved without widget state: no live view to draw
-    html, _ = HTMLExporter().from_notebook_node(notebook)
-    shown: set[str] = set()
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            name = data.get("text/plain", "").split(":")[0]
-            if WIDGET_VIEW in data and name in STATIC_WIDGETS:
-                static = data.get("text/html", "")
-                summary = f"<b>{escape(data['text/plain'])}</b>"  # the static copy's header
-                assert summary in static and summary in html, data["text/plain"]
-                shown.add(name)
-    return shown

@@ -1,12 +1,15 @@
-"""A seeded notebook run twice, each time in a fresh data folder (a new local server), gives the same
-trajectories (token ids, texts, rewards of everything the server stored: logged and trained on) and
-byte-identical checkpoints (sha256 of every weight file of every step).
+"""A seeded notebook run twice gives the same trajectories (token ids, texts, rewards of everything the
+server stored: logged and trained on) and byte-identical checkpoints (sha256 of every weight file of
+every step): first in a fresh data folder (a new local server), then again in the same folder against
+the same server, which still holds the first run's models, jobs and prefix cache.
 
-Both runs are quick passes (``TOOLKIT_NOTEBOOK_QUICK=1``) with torch on one thread
-(``TOOLKIT_TORCH_THREADS=1``; docs/training.md, "What is bit for bit", says what changes with the
-thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run (03, 07 and 10;
-10 sets no flag beyond its seeds: a seeded job recomputes its old logprobs by default).
-The runs use data folders of their own, not the session's, so this file stays out of the notebook
+The second run is also the notebook's re-run (tests/notebooks/test_notebooks_rerun.py makes the others'):
+a new kernel of the user's python (``user_extras.user_venv``), no third-party warning in any cell, each
+widget's static copy in the export. Both runs are quick passes (``TOOLKIT_NOTEBOOK_QUICK=1``) with
+torch on one thread (``TOOLKIT_TORCH_THREADS=1``; docs/training.md, "What is bit for bit", says what
+changes with the thread count). ``SEEDED`` lists the notebooks with a ``SEED`` that drives their run
+(03, 07 and 10; 10 sets no flag beyond its seeds: a seeded job recomputes its old logprobs by default).
+The runs use a data folder of their own, not the session's, so this file stays out of the notebook
 group that ``conftest.py`` keeps on one worker.
 """
 
@@ -24,9 +27,7 @@ from typing import Any
 import pytest
 
 import toolkit as tk
-from support.notebook_support import NOTEBOOKS, run_notebook
-
-SEEDED = [p for p in NOTEBOOKS if p.stem in ("03_rl_loop", "07_agent", "10_reproducibility")]
+from support.notebook_support import SEEDED, check_second_run, run_notebook
 
 
 def stop_servers(folder: Path) -> None:
@@ -42,7 +43,8 @@ def stop_servers(folder: Path) -> None:
 
 def fingerprint(folder: Path) -> dict[str, Any]:
     """What a run left in its data folder: per model (in creation order), each checkpoint's weight
-    files' digests and every stored trajectory's (step, split, group, index, tokens, texts, reward)."""
+    files' digests and every stored trajectory's (step, split, group, index, tokens, texts, reward).
+    A group is its place among the model's groups: the server numbers groups across all models."""
     info = json.loads((folder / "server.json").read_text())
     key = (folder / "local.key").read_text().strip()
     models: list[dict[str, Any]] = []
@@ -56,17 +58,19 @@ def fingerprint(folder: Path) -> dict[str, Any]:
                 }
                 for step in sorted(root.glob("step*"))
             }
+            trajectories = client.models.trajectories(model.id, limit=1000)
+            groups = {g: i for i, g in enumerate(sorted({t.group_id for t in trajectories}))}
             stored = [
                 (
                     t.step,
                     t.split,
-                    t.group_id,
+                    groups[t.group_id],
                     t.index,
                     [c.token_ids for c in t.trajectory.choices()],
                     [c.message.content for c in t.trajectory.choices()],
                     t.reward,
                 )
-                for t in client.models.trajectories(model.id, limit=1000)
+                for t in trajectories
             ]
             models.append(
                 {"base": model.base_model, "checkpoints": steps, "trajectories": sorted(stored, key=repr)}
@@ -76,22 +80,22 @@ def fingerprint(folder: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SEEDED, ids=lambda p: p.stem)
-def test_a_seeded_notebook_repeats_in_a_fresh_data_folder(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_seeded_notebook_repeats_in_a_fresh_data_folder_and_again_in_it(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_python: Path
 ) -> None:
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("TOOLKIT_TORCH_THREADS", "1")
-    runs = []
-    for name in ("first", "second"):
-        folder = tmp_path / name
-        monkeypatch.setenv("TOOLKIT_DATA_DIR", str(folder))
-        try:
-            run_notebook(path)
-            runs.append(fingerprint(folder))
-        finally:
-            stop_servers(folder)
-    first, second = runs
-    trained = [m for m in first["models"] if len(m["checkpoints"]) > 1]
+    monkeypatch.setenv("TOOLKIT_DATA_DIR", str(tmp_path))
+    try:
+        run_notebook(path)
+        first = fingerprint(tmp_path)["models"]
+        check_second_run(run_notebook(path, python=user_python))
+        both = fingerprint(tmp_path)["models"]
+    finally:
+        stop_servers(tmp_path)
+    second = both[len(first) :]  # the models the second run created, in creation order
+    assert both[: len(first)] == first  # the second run changed nothing of the first's
+    trained = [m for m in first if len(m["checkpoints"]) > 1]
     assert trained and all(m["trajectories"] for m in trained)  # something was sampled and trained
-    assert [m["checkpoints"] for m in second["models"]] == [m["checkpoints"] for m in first["models"]]
+    assert [m["checkpoints"] for m in second] == [m["checkpoints"] for m in first]
     assert second == first
