@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the real model is fetched and converted once per machine, not per session (scripts/test sets the same)
     os.environ.setdefault("TOOLKIT_MODEL_CACHE", str(Path(__file__).parent / ".cache" / "models"))
     # A notebook whose full run is longer than the suite can afford (11: SmolLM2 over three seeds, most
-    # of an hour) runs at its small size in every pass here (about four minutes on 2 busy cores); its
+    # of an hour) runs at its small size in every pass here (about a minute and a half each); its
     # learning checks are asserted by its full run only. Notebooks that read no size are unaffected.
     os.environ.setdefault("TOOLKIT_NOTEBOOK_SIZE", "small")
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
