@@ -30,6 +30,7 @@ from support.notebook_support import (
     third_party_warnings,
 )
 
+
 def test_the_notebooks_are_found() -> None:
     assert NOTEBOOKS and all(p.name[:2].isdigit() for p in NOTEBOOKS), NOTEBOOKS
 
