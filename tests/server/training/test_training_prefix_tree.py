@@ -103,12 +103,13 @@ def test_a_token_trained_in_several_rows_goes_through_the_head_once() -> None:
 def test_rows_that_share_nothing_or_too_many_nodes_run_as_their_padded_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No tree where it saves nothing, nor past ``TREE_NODES`` (its mask grows as the square of its
-    nodes): the padded rows, with the logprobs each row gets alone."""
+    """No tree where it saves nothing (rows of one length that share no prefix), nor past
+    ``TREE_NODES`` (its mask grows as the square of its nodes): the padded rows, with the logprobs
+    each row gets alone."""
     model = random_model("llama")
     apart = [
         Sample([1, *PROMPT[1:], 11], [False] * 30 + [True]),
-        Sample([2, 3, 4, 5], [False, True, True, True]),
+        Sample(list(range(2, 33)), [False] + [True] * 30),
     ]
     monkeypatch.setattr(forward, "TREE_NODES", 40)
     for samples in (apart, group()):  # nothing shared; 72 nodes, past the 40 allowed here
@@ -149,3 +150,15 @@ def test_a_minibatch_runs_as_a_tree_only_where_the_model_does_less_work_so() -> 
         assert (batch.tree is not None) is tree
         # by default (no costs given), a tree wherever it saves positions, as both of these would
         assert make_batch(samples, pad_id=0).tree is not None
+
+
+def test_padded_rows_are_priced_at_every_padded_position_not_at_their_tokens() -> None:
+    """Rows of unequal lengths run padded to the longest: nine short rows beside a long one cost ten
+    long rows, so even with no shared prefix the tree (no padding) does less work."""
+    long = Sample([(3 * t + 1) % 250 for t in range(100)], [True] * 100)
+    short = [Sample([(r * 31 + t) % 250 for t in range(10)], [True] * 10) for r in range(1, 10)]
+    tree = Tree.of([s.tokens for s in [long, *short]], 100)
+    assert len(tree.tokens) == 190  # nothing shared: the tree packs the rows
+    assert make_batch([long, *short], pad_id=0).tree is not None  # 190 positions against 1,000
+    assert make_batch([long, long], pad_id=0).tree is not None  # all shared: 100 against 200
+    assert make_batch([long, Sample([9, *long.tokens[1:]], long.mask)], pad_id=0).tree is None  # 200 = 200

@@ -104,8 +104,8 @@ def make_batch(
 ) -> Batch:
     """The samples padded to one length, and as a prefix tree where that costs less (and has at most
     :data:`TREE_NODES`), on ``device`` (the model's). ``cost``: a position's and an attended pair's
-    (:func:`costs`); the tree attends over all its nodes at once, each padded row over itself. By
-    default, a tree wherever it saves positions."""
+    (:func:`costs`); the tree attends over all its nodes at once, each padded row over itself, padding
+    included. By default, a tree wherever it saves positions."""
     length = max(len(s.tokens) for s in samples)
     size = (len(samples), length)
     tokens = torch.full(size, pad_id, dtype=torch.long)
@@ -130,7 +130,7 @@ def make_batch(
     tree = Tree.of([s.tokens for s in samples], length)
     nodes, (position, pair) = len(tree.tokens), cost
     as_tree = position * nodes + pair * nodes**2
-    as_rows = position * sum(len(s.tokens) for s in samples) + pair * len(samples) * length**2
+    as_rows = (position + pair * length) * len(samples) * length  # every padded position runs
     saves = as_tree < as_rows and nodes <= TREE_NODES
     return Batch(tokens, attention, mask, logprobs, advantages, weights, tree.to(device) if saves else None)
 
