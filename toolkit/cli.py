@@ -90,6 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
             priority_scheduling=args.scheduling_policy == "priority",
             max_num_seqs=args.max_num_seqs,
             enable_prefix_caching=args.enable_prefix_caching,
+            enforce_eager=args.enforce_eager,
             kv_cache_bytes=args.kv_cache_memory_bytes,
             max_model_len=args.max_model_len,
             inference_url=args.inference_url,
@@ -312,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse the keys/values of prompt prefixes across requests: cached 16-token blocks, and "
         "requests admitted together with one prefix prefill it once (default: on; "
         "--no-enable-prefix-caching turns it off, as in vLLM)",
+    )
+    serve.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="run decode steps eagerly on a GPU, at the same fixed shapes, instead of replaying CUDA graphs "
+        "captured per batch size (as in vLLM; the CPU always runs eagerly)",
     )
     serve.add_argument(
         "--kv-cache-memory-bytes",

@@ -72,6 +72,7 @@ def open_services(settings: Settings, bases: list[BaseModelSpec] | None = None) 
         max_num_seqs=settings.max_num_seqs,
         priority_scheduling=settings.priority_scheduling,
         enable_prefix_caching=settings.enable_prefix_caching,
+        enforce_eager=settings.enforce_eager,
         lora_bytes=settings.max_lora_bytes,
         kv_cache_bytes=settings.kv_cache_bytes,
         max_model_len=settings.max_model_len,

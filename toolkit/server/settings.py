@@ -28,6 +28,7 @@ class Settings:
     priority_scheduling: bool = False
     max_num_seqs: int = 32  # sequences the engine decodes at once; more requests wait
     enable_prefix_caching: bool = True  # reuse prompt prefixes across requests (engine/prefill.py)
+    enforce_eager: bool = False  # no CUDA graphs: decode steps run eagerly (engine/decode_graphs.py)
     kv_cache_bytes: int | None = None  # KV cache budget per base model (None: engine/resources.py's default)
     max_model_len: int | None = (
         None  # the longest sequence served (None: the model's, if the KV cache holds it)

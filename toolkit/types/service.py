@@ -35,6 +35,9 @@ class ServedBaseModel(WireModel):
     preemptions: int = 0  # sequences preempted for KV cache room since the server started
     prompt_tokens: int = 0  # prompt tokens of the requests admitted since the server started
     prefilled_tokens: int = 0  # of which run through the model (the rest reused cached or shared keys/values)
+    cuda_graphs: bool = False  # decode steps replay CUDA graphs (not with --enforce-eager, nor off CUDA)
+    graphs_captured: int = 0  # decode shapes (batch size, blocks, adapters) captured so far
+    graph_capture_s: float = 0.0  # seconds spent capturing them
 
 
 class Health(WireModel):

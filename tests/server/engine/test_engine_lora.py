@@ -5,7 +5,6 @@ adapter in use; folders peft cannot have written are refused."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -16,17 +15,16 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
+from support.engine_support import generate, greedy_params
 from support.model_folders import peft_model, write_adapter, write_folder
 from toolkit.server.engine import adapter_stack
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine
-from toolkit.server.engine.events import Failed, Finished
 from toolkit.server.engine.kv_pool import KVPool
 from toolkit.server.engine.lora import AdapterError, LoraAdapter
 from toolkit.server.engine.model import from_folder, load_model
-from toolkit.server.engine.request import Request, Weights
+from toolkit.server.engine.request import Weights
 from toolkit.server.engine.runner import Runner
-from toolkit.server.engine.sampling import SamplingParams
 from toolkit.server.engine.weights import WeightsPool
 
 PROMPTS = [[256, 117, 10, 104, 105, 257], [256, 97, 98, 99], [256, 120, 121, 122, 123, 124, 125]]
@@ -108,22 +106,6 @@ def test_rows_of_one_batch_through_different_adapters_equal_peft(base: Path, ada
     assert not torch.allclose(batch[1], run(p.base, [PROMPTS[1]], [0])[0], atol=1e-2)  # it matters
 
 
-async def generate(engine: Engine, requests: list[tuple[Weights, list[int]]], tokens: int) -> list[list[int]]:
-    """Greedy ``tokens`` new tokens for each (weights, prompt), all submitted at once."""
-    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
-
-    async def one(i: int, weights: Weights, prompt: list[int]) -> list[int]:
-        queue = engine.submit(Request(f"r{i}", weights, prompt, [params], [None], stream=False))
-        while True:
-            event = await queue.get()
-            if isinstance(event, Failed):
-                raise event.error
-            if isinstance(event, Finished):
-                return event.token_ids
-
-    return list(await asyncio.gather(*(one(i, w, p) for i, (w, p) in enumerate(requests))))
-
-
 def test_the_engine_decodes_different_adapters_in_one_step(
     base: Path, adapters: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,10 +125,10 @@ def test_the_engine_decodes_different_adapters_in_one_step(
     requests = list(zip(weights, PROMPTS, strict=True))
     engine.start()
     try:
-        together = asyncio.run(generate(engine, requests, 8))
+        together = generate(engine, requests, [greedy_params(8)] * 3)
         shared = [b for b in batches if len(set(b)) == 3]
-        alone = [asyncio.run(generate(engine, [r], 8))[0] for r in requests]
-        plain = asyncio.run(generate(engine, [(Weights("base"), PROMPTS[1])], 8))[0]
+        alone = [generate(engine, [r], [greedy_params(8)])[0] for r in requests]
+        plain = generate(engine, [(Weights("base"), PROMPTS[1])], [greedy_params(8)])[0]
     finally:
         engine.stop()
     assert shared and 0 in shared[0], batches  # a step with the base (slot 0) and both adapters' slots

@@ -50,14 +50,21 @@ class LoraRows:
     def __init__(self, slots: list[int], device: torch.device) -> None:
         self.rows = len(slots)
         distinct = sorted(set(slots))
-        self.active = any(distinct)
-        self.uniform = distinct[0] if len(distinct) == 1 else None
+        self.uniform: int | None = distinct[0] if len(distinct) == 1 else None
         self.index = torch.tensor(slots, device=device)
-        self.segments = [
+        self.segments: list[tuple[int, Tensor]] | None = [
             (s, torch.tensor([i for i, x in enumerate(slots) if x == s], device=device))
             for s in distinct
             if s
         ]
+
+    @classmethod
+    def gathered(cls, index: Tensor) -> LoraRows:
+        """Rows whose slots are the tensor ``index`` (``[rows]``, or ``[1]``: one slot for every row),
+        read on the device: the same kernels whatever the slots, as a CUDA graph needs."""
+        rows = cls.__new__(cls)
+        rows.rows, rows.uniform, rows.index, rows.segments = int(index.shape[0]), None, index, None
+        return rows
 
 
 class AdapterStack:
@@ -71,6 +78,7 @@ class AdapterStack:
         self.rank, self.capacity = 0, 1
         self.a: list[list[Tensor]] = []
         self.b: list[list[Tensor]] = []
+        self.generation = 0
         self._allocate(1, 0)
         self._resident: OrderedDict[str, int] = OrderedDict()
         self._lineage: dict[str, tuple[str, int] | None] = {}
@@ -155,6 +163,7 @@ class AdapterStack:
             a_new.append(a_row)
             b_new.append(b_row)
         self.a, self.b, self.capacity, self.rank = a_new, b_new, capacity, rank
+        self.generation += 1  # new tensors: graphs captured over the old ones are stale
         self.bytes = sum(t.numel() * t.element_size() for per_layer in (*self.a, *self.b) for t in per_layer)
 
     def _check(self, adapter: LoraAdapter) -> None:
@@ -198,6 +207,8 @@ class AdapterStack:
         a, b = self.a[layer][target], self.b[layer][target]
         if rows.uniform is not None:
             return (x @ a[rows.uniform].T) @ b[rows.uniform].T
+        if rows.segments is None:  # gathered on the device; one slot broadcasts over the rows
+            return (x @ a.index_select(0, rows.index).mT) @ b.index_select(0, rows.index).mT
         if len(rows.segments) <= GROUPED_UP_TO:
             out = x.new_zeros(*x.shape[:-1], b.shape[1])
             for slot, index in rows.segments:

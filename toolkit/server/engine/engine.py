@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -28,6 +29,7 @@ from torch import Tensor
 from .admission import Admission, Admitted
 from .beam import BeamJob
 from .codec import Codec
+from .decode_graphs import Decoder
 from .device import Placement, pick_placement
 from .events import Event, Failed, Started
 from .kv_budget import fit_context, kv_pool_for
@@ -84,6 +86,8 @@ class Engine:
         random_on_device: bool | None = None,
         kv_cache_bytes: int | None = None,
         max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        fixed_shapes: bool | None = None,
     ) -> None:
         spec = dataclasses.replace(spec)  # its max_model_len is fitted to the KV cache below
         self.spec, self.codec = spec, codec
@@ -97,6 +101,10 @@ class Engine:
         self.vocab_size = spec.vocab_size
         self.kv = kv_pool_for(spec, self.placement, kv_cache_bytes)
         fit_context(spec, self.kv, max_model_len, explicit_budget=kv_cache_bytes is not None)
+        # decode steps at fixed shapes (None: on CUDA), replayed as CUDA graphs unless enforce_eager
+        cuda = self.placement.device.type == "cuda"
+        fixed = cuda if fixed_shapes is None else fixed_shapes
+        self.decoder = Decoder(self.kv, max_num_seqs, fixed, capture=fixed and cuda and not enforce_eager)
         self.preemption = Preemption(self.kv)
         self.weights = WeightsPool(spec, self.placement, lora_bytes)
         self.admission = Admission(self.weights, self.kv, codec, spec.eos_token_ids, enable_prefix_caching)
@@ -116,7 +124,6 @@ class Engine:
         self._fallback = torch.Generator().manual_seed(int(time.time_ns() % 2**63))
         # device sampling (None: $TOOLKIT_DEVICE_SAMPLING, or on by default on CUDA); seeded rows draw in
         # threads of their own, or on the device with random_on_device (which implies sampling there)
-        cuda = self.placement.device.type == "cuda"
         on_device = device_random(cuda) if random_on_device is None else random_on_device
         self._device_random = DeviceRandom(self.placement.device) if on_device else None
         self.sample_on_device = on_device or (
@@ -131,31 +138,9 @@ class Engine:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def for_model(
-        cls,
-        spec: BaseModelSpec,
-        *,
-        max_num_seqs: int = 32,
-        priority_scheduling: bool = False,
-        threads: int = ENGINE_THREADS,
-        placement: Placement | None = None,
-        lora_bytes: int = LORA_BYTES,
-        enable_prefix_caching: bool = True,
-        kv_cache_bytes: int | None = None,
-        max_model_len: int | None = None,
-    ) -> Engine:
-        return cls(
-            spec,
-            Codec.from_folder(spec.folder),
-            max_num_seqs=max_num_seqs,
-            priority_scheduling=priority_scheduling,
-            threads=threads,
-            placement=placement,
-            lora_bytes=lora_bytes,
-            enable_prefix_caching=enable_prefix_caching,
-            kv_cache_bytes=kv_cache_bytes,
-            max_model_len=max_model_len,
-        )
+    def for_model(cls, spec: BaseModelSpec, **options: Any) -> Engine:
+        """An engine for ``spec`` with the codec of its folder; ``options``: the constructor's."""
+        return cls(spec, Codec.from_folder(spec.folder), **options)
 
     @property
     def device(self) -> torch.device:
@@ -380,7 +365,7 @@ class Engine:
         self.weights.release(job.route)
 
     def _refresh_status(self) -> None:
-        usage = self.weights.usage()
+        usage, graphs = self.weights.usage(), self.decoder.stats
         device = str(self.weights.base.device) if usage.loaded else str(self.placement.device)
         self.status = EngineStatus(
             loaded=usage.loaded,
@@ -398,6 +383,9 @@ class Engine:
             preemptions=self.preemption.count,
             prompt_tokens=self.prompt_tokens,
             prefilled_tokens=self.prefilled_tokens,
+            cuda_graphs=self.decoder.capture,
+            graphs_captured=graphs.captured,
+            graph_capture_s=round(graphs.capture_s, 3),
         )
 
     def _threads(self, runner: Runner, tokens: int) -> None:
@@ -454,8 +442,8 @@ class Engine:
     def _decode(self, batch: Batch) -> None:
         seqs = batch.seqs
         self._threads(batch.runner, len(seqs))
-        logits = batch.runner.decode(
-            self.kv,
+        logits = self.decoder.decode(
+            batch.runner,
             [s.blocks for s in seqs],
             [s.output_ids[-1] for s in seqs],
             [s.cached_len for s in seqs],

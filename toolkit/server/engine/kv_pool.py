@@ -71,6 +71,7 @@ class KVPool:
         self.block_bytes = shape.token_bytes * BLOCK
         self.num_blocks = max(2, budget // self.block_bytes)
         self.storage: Tensor | None = None
+        self.generation = 0  # counts the storages made: a new one has new addresses
         self._reset()
 
     def _reset(self) -> None:
@@ -110,6 +111,7 @@ class KVPool:
             s = self.shape
             size = (s.layers, 2, s.kv_heads, self.num_blocks, BLOCK, s.head_dim)
             self.storage = torch.empty(size, dtype=s.dtype, device=self.device)
+            self.generation += 1
             small_pages(self.storage)  # resident as its blocks are written, not 2 MB at a time
             self.storage[:, :, :, 0].zero_()
         if self._free:

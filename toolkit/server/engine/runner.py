@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,9 @@ from transformers import PreTrainedModel
 
 from .adapter_stack import AdapterStack, LoraRows, Target
 from .kv_pool import BLOCK, KVPool, KVShape, blocks_for
+
+if TYPE_CHECKING:
+    from .decode_graphs import FixedStep
 
 Attend = Callable[[int, Tensor, Tensor, Tensor], Tensor]
 """``(layer, q [R, heads, D], k, v [R, kv_heads, D])`` for the ``R`` positions of a forward: stores the
@@ -252,26 +256,55 @@ class Runner:
         mask built once per step: at one query per row this is cheaper on the CPU than
         ``scaled_dot_product_attention``.
         """
-        b, dev = len(tokens), self.device
-        nkv, group, d = self.n_kv, self.n_heads // self.n_kv, self.head_dim
+        dev = self.device
         view = _BlockView(tables, max(positions) + 1, pool)
         at = torch.tensor(positions, device=dev)
-        slots = view.slots(torch.arange(b, device=dev), at)
-        mask = self._no_mask
-        if min(positions) < view.width - 1:
-            later = torch.arange(view.width, device=dev)[None, :] > at[:, None]
-            mask = torch.zeros(b, view.width, device=dev, dtype=self.dtype).masked_fill_(later, -float("inf"))
-            mask = mask.repeat(nkv, 1)[:, None]  # [kv * B, 1, width]
+        slots = view.slots(torch.arange(len(tokens), device=dev), at)
+        mask = self._no_mask if min(positions) == view.width - 1 else self._mask(at, view.width)
+        ids = torch.tensor(tokens, device=dev)
+        return self._decode(pool, view, slots, at, mask, ids, self._lora_rows(adapters))
+
+    @torch.no_grad()
+    def decode_fixed(self, pool: KVPool, step: FixedStep) -> Tensor:
+        """:meth:`decode` over the tensors of ``step``, whose shapes alone choose the kernels (no
+        host value does): what a CUDA graph captures. Padding rows (``step.real`` 0) store zero
+        keys/values at position 0 of block 0, which stays zeros."""
+        view = _BlockView.of_table(step.table, pool)
+        slots = view.slots(torch.arange(step.table.shape[0], device=self.device), step.positions)
+        mask = self._mask(step.positions, view.width)
+        lora = None if step.adapters is None else LoraRows.gathered(step.adapters)
+        return self._decode(pool, view, slots, step.positions, mask, step.tokens, lora, step.real)
+
+    def _mask(self, at: Tensor, width: int) -> Tensor:
+        """``[kv_heads * B, 1, width]``: -inf past each row's position."""
+        later = torch.arange(width, device=self.device)[None, :] > at[:, None]
+        mask = torch.zeros(len(at), width, device=self.device, dtype=self.dtype)
+        return mask.masked_fill_(later, -float("inf")).repeat(self.n_kv, 1)[:, None]
+
+    def _decode(
+        self,
+        pool: KVPool,
+        view: _BlockView,
+        slots: Tensor,
+        at: Tensor,
+        mask: Tensor,
+        ids: Tensor,
+        lora: LoraRows | None,
+        real: Tensor | None = None,
+    ) -> Tensor:
+        b, nkv, group, d = len(ids), self.n_kv, self.n_heads // self.n_kv, self.head_dim
 
         def attend(i: int, q: Tensor, key: Tensor, value: Tensor) -> Tensor:
+            if real is not None:
+                key, value = key * real, value * real
             keys, values = view.store_and_read(pool.layer(i), slots, key, value)
             queries = q.view(b, nkv, group, d).transpose(0, 1).reshape(nkv * b, group, d)
             scores = torch.baddbmm(mask, queries, keys.view(nkv * b, -1, d).transpose(1, 2), alpha=self.scale)
             out = torch.bmm(scores.softmax(-1), values.view(nkv * b, -1, d))
             return out.view(nkv, b, group * d).transpose(0, 1).reshape(b, -1)
 
-        embedded = F.embedding(torch.tensor(tokens, device=dev), self.embed.weight)
-        return self.logits(self._layers(embedded, at, attend, self._lora_rows(adapters)))
+        embedded = F.embedding(ids, self.embed.weight)
+        return self.logits(self._layers(embedded, at, attend, lora))
 
     def logits(self, h: Tensor) -> Tensor:
         """float32 logits of the final hidden states ``h``."""
@@ -284,13 +317,23 @@ class _BlockView:
 
     def __init__(self, tables: list[list[int]], positions: int, pool: KVPool) -> None:
         count = blocks_for(positions)
-        self.rows, self.width = len(tables), count * BLOCK
         padded = [t[:count] + [0] * (count - len(t[:count])) for t in tables]
-        self.table = torch.tensor(padded, device=pool.device)  # [rows, blocks]
+        self._set(torch.tensor(padded, device=pool.device), pool)
+
+    @classmethod
+    def of_table(cls, table: Tensor, pool: KVPool) -> _BlockView:
+        """The view of a padded table ``[rows, blocks]`` already on the device."""
+        view = cls.__new__(cls)
+        view._set(table, pool)
+        return view
+
+    def _set(self, table: Tensor, pool: KVPool) -> None:
+        self.table = table  # [rows, blocks]
+        self.rows, self.width = int(table.shape[0]), int(table.shape[1]) * BLOCK
         # the rows' blocks in a layer viewed as [2 * kv_heads * blocks, BLOCK * D], key/value and head
         # major: one index_select of whole 4 KB rows (several times faster than selecting on dim 2)
         planes = torch.arange(2 * pool.shape.kv_heads, device=pool.device)[:, None] * pool.num_blocks
-        self.read_rows = (planes + self.table.view(1, -1)).view(-1)
+        self.read_rows = (planes + table.view(1, -1)).view(-1)
 
     def slots(self, rows: Tensor, positions: Tensor) -> Tensor:
         """Where position ``positions[j]`` of row ``rows[j]`` lies among a layer's ``blocks * BLOCK``."""

@@ -52,6 +52,7 @@ class ServedModels:
         lora_bytes: int = LORA_BYTES,
         threads: int = ENGINE_THREADS,
         enable_prefix_caching: bool = True,
+        enforce_eager: bool = False,
         kv_cache_bytes: int | None = None,
         max_model_len: int | None = None,
     ) -> None:
@@ -67,6 +68,7 @@ class ServedModels:
                 placement=placement,
                 lora_bytes=lora_bytes,
                 enable_prefix_caching=enable_prefix_caching,
+                enforce_eager=enforce_eager,
                 kv_cache_bytes=kv_cache_bytes,
                 max_model_len=max_model_len,
             )

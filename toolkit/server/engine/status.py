@@ -25,3 +25,6 @@ class EngineStatus:
     preemptions: int = 0  # sequences preempted for KV room since the start
     prompt_tokens: int = 0  # prompt tokens of the requests admitted since the start
     prefilled_tokens: int = 0  # of which run through the model (the rest were reused)
+    cuda_graphs: bool = False  # decode steps replay CUDA graphs (not with --enforce-eager, nor off CUDA)
+    graphs_captured: int = 0  # decode shapes captured so far
+    graph_capture_s: float = 0.0  # seconds spent capturing them
