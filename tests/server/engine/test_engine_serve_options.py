@@ -1,7 +1,7 @@
 """``toolkit serve`` options that shape the engine, as a user passes them: a ``--config`` file serves
 the base and adapters it names, ``--max-lora-memory`` on the command line (winning over the file)
-caps the resident adapters (the least recently used idle one leaves), and a hub id that is neither
-cached nor reachable fails in one line."""
+caps the resident adapters (the least recently used idle one leaves), ``--enforce-eager`` is accepted
+(health reports no CUDA graphs), and a hub id that is neither cached nor reachable fails in one line."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
         "lora-modules": [f"{name}={folder}" for name, folder in adapters.items()],
         "max-lora-memory": 4096,  # the command line's 1 wins
         "max-num-seqs": 4,
+        "enforce-eager": True,  # vLLM's option; the CPU always decodes eagerly
     }
     config.write_text(yaml.safe_dump(options))
     (tmp_path / "data").mkdir()
@@ -82,6 +83,16 @@ def test_a_config_file_serves_its_adapters_under_the_command_lines_lora_cap(
         state = health(http)
         assert state["loaded"] and state["adapters"] == 1, state
         assert state["adapter_bytes"] == 2 * slot and state["adapter_bytes"] - slot <= MIB, state
+
+
+def test_enforce_eager_from_a_config_file_is_taken_and_the_cpu_captures_no_graphs(
+    served: tuple[httpx.Client, int],
+) -> None:
+    http, _ = served
+    chat(http, "qwen3")
+    state = health(http)
+    assert state["loaded"] and state["device"] == "cpu"
+    assert state["cuda_graphs"] is False and state["graphs_captured"] == 0 and state["graph_capture_s"] == 0
 
 
 def test_health_never_reports_a_state_older_than_an_answer_received(served: tuple[httpx.Client, int]) -> None:

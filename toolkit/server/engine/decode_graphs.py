@@ -156,13 +156,18 @@ class DecodeGraphs:
             fixed = self._steps[key] = FixedStep.empty(*key, self.runner)
         fixed.fill(tables, tokens, positions, slots)
         if not self.capture:
-            fixed.logits = self.runner.decode_fixed(self.pool, fixed)
+            fixed.logits = self._run(fixed)
         elif fixed.graph is None:
             self._capture(fixed)
         else:
             fixed.graph.replay()
         assert fixed.logits is not None
         return fixed.logits[: len(tokens)]
+
+    def _run(self, fixed: FixedStep) -> Tensor:
+        return self.runner.decode_fixed(
+            self.pool, fixed.tokens, fixed.positions, fixed.table, fixed.real, fixed.adapters
+        )
 
     def _capture(self, fixed: FixedStep) -> None:
         """Warm the step up on a side stream (a step run again on the same inputs writes the same
@@ -172,11 +177,11 @@ class DecodeGraphs:
         side.wait_stream(torch.cuda.current_stream(self.runner.device))
         with torch.cuda.stream(side):
             for _ in range(2):
-                self.runner.decode_fixed(self.pool, fixed)
+                self._run(fixed)
         torch.cuda.current_stream(self.runner.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._mempool):
-            fixed.logits = self.runner.decode_fixed(self.pool, fixed)
+            fixed.logits = self._run(fixed)
         graph.replay()
         fixed.graph = graph
         self.stats.captured += 1

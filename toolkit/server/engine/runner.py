@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +21,6 @@ from transformers import PreTrainedModel
 
 from .adapter_stack import AdapterStack, LoraRows, Target
 from .kv_pool import BLOCK, KVPool, KVShape, blocks_for
-
-if TYPE_CHECKING:
-    from .decode_graphs import FixedStep
 
 Attend = Callable[[int, Tensor, Tensor, Tensor], Tensor]
 """``(layer, q [R, heads, D], k, v [R, kv_heads, D])`` for the ``R`` positions of a forward: stores the
@@ -265,15 +261,25 @@ class Runner:
         return self._decode(pool, view, slots, at, mask, ids, self._lora_rows(adapters))
 
     @torch.no_grad()
-    def decode_fixed(self, pool: KVPool, step: FixedStep) -> Tensor:
-        """:meth:`decode` over the tensors of ``step``, whose shapes alone choose the kernels (no
-        host value does): what a CUDA graph captures. Padding rows (``step.real`` 0) store zero
-        keys/values at position 0 of block 0, which stays zeros."""
-        view = _BlockView.of_table(step.table, pool)
-        slots = view.slots(torch.arange(step.table.shape[0], device=self.device), step.positions)
-        mask = self._mask(step.positions, view.width)
-        lora = None if step.adapters is None else LoraRows.gathered(step.adapters)
-        return self._decode(pool, view, slots, step.positions, mask, step.tokens, lora, step.real)
+    def decode_fixed(
+        self,
+        pool: KVPool,
+        tokens: Tensor,
+        positions: Tensor,
+        table: Tensor,
+        real: Tensor,
+        adapters: Tensor | None,
+    ) -> Tensor:
+        """:meth:`decode` over tensors whose shapes alone choose the kernels (no host value does),
+        what a CUDA graph captures: ``tokens``/``positions [B]``, block tables ``[B, blocks]``
+        padded with block 0, ``real [B, 1, 1]`` (0: a padding row, which stores zero keys/values at
+        position 0 of block 0, so it stays zeros) and adapter slots ``[B]`` or ``[1]`` (one for all)."""
+        view = _BlockView.of_table(table, pool)
+        slots = view.slots(torch.arange(table.shape[0], device=self.device), positions)
+        lora = None if adapters is None else LoraRows.gathered(adapters)
+        return self._decode(
+            pool, view, slots, positions, self._mask(positions, view.width), tokens, lora, real
+        )
 
     def _mask(self, at: Tensor, width: int) -> Tensor:
         """``[kv_heads * B, 1, width]``: -inf past each row's position."""
