@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import torch
@@ -208,11 +208,18 @@ def group_rollouts(server: Server, groups: int, as_n: bool) -> tuple[Rate, float
     return rate(produced), (prefilled_tokens(server.http) - before) / groups, prompt_tokens
 
 
-def generate_throughput(model: torch.nn.Module, prompt: list[int], batch: int, tokens: int) -> Rate:
+def generate_throughput(
+    model: torch.nn.Module, prompt: list[int], batch: int, tokens: int, cache: str | None = None
+) -> Rate:
+    """``generate``'s greedy tokens/s at ``batch``; ``cache="static"``: with a static KV cache, the
+    decode step compiled by transformers (torch.compile, CUDA graphs) on CUDA, warmed up (compiled)
+    at the same shapes first."""
     ids = torch.tensor([prompt] * batch, device=next(model.parameters()).device)
     mask = torch.ones_like(ids)
-    kwargs = {"do_sample": False, "max_new_tokens": tokens, "min_new_tokens": tokens, "pad_token_id": 259}
-    model.generate(ids, attention_mask=mask, **{**kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
+    kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": tokens, "min_new_tokens": tokens}
+    kwargs |= {"pad_token_id": 259} | ({"cache_implementation": cache} if cache else {})
+    warm = kwargs if cache else {**kwargs, "max_new_tokens": 4, "min_new_tokens": 4}
+    model.generate(ids, attention_mask=mask, **warm)
     with metered(None) as rate:
         out = model.generate(ids, attention_mask=mask, **kwargs)
     return rate((out.shape[1] - len(prompt)) * batch)

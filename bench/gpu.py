@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import tempfile
 import time
 import traceback
@@ -56,19 +55,20 @@ from bench_engine import (
     concurrently,
     engine_throughput,
     generate_throughput,
-    table,
 )
 from bench_training import RL_SETTINGS, TARGET_GROUPS, Pair, measure_rl, measure_sft
-from gpu_sampling import SAMPLING_HEADER, device_used_mib, process_memory_mib, sampling_costs, sampling_table
+from gpu_graphs import graph_costs
+from gpu_report import NAME, STATIC, report
+from gpu_sampling import device_used_mib, process_memory_mib, sampling_costs
 from lora_serving import write_adapters
 from server_process import start_server
 from training_bare import BareRL, BareSFT
 
 import toolkit as tk
-from toolkit import __version__
 from toolkit.server.engine.codec import Codec
 from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import ENGINE_THREADS, NOISE_THREADS
+from toolkit.server.engine.kv_pool import BLOCK
 from toolkit.server.engine.model import BaseModelSpec, from_folder, load_model
 from toolkit.server.engine.random_models import write_folder
 from toolkit.server.engine.runner import Runner
@@ -76,7 +76,6 @@ from toolkit.server.engine.template import render_chat
 from toolkit.server.training.policy import TRAINER_THREADS
 from toolkit.types.training import LoRAConfig
 
-NAME = "qwen3-0.6b-random"
 QWEN3_0_6B: dict[str, Any] = {
     "vocab_size": 151_936,
     "hidden_size": 1024,
@@ -209,10 +208,11 @@ def decode(bench: Bench, plain: Server, sampling: Server, model: Any, prompt: li
             for label, (server, fields) in cases.items():
                 rate = engine_throughput(server, n, args.tokens, 1, **fields).wall
                 best[label, n] = max(best.get((label, n), 0.0), rate)
-            rate = generate_throughput(model, prompt, n, args.tokens).wall
-            best["generate", n] = max(best.get(("generate", n), 0.0), rate)
+            for label, cache in (("generate", None), (STATIC, "static")):
+                rate = generate_throughput(model, prompt, n, args.tokens, cache).wall
+                best[label, n] = max(best.get((label, n), 0.0), rate)
     bench.figures["decode_tokens_per_s"] = {
-        label: {str(n): best[label, n] for n in args.concurrency} for label in [*cases, "generate"]
+        label: {str(n): best[label, n] for n in args.concurrency} for label in [*cases, "generate", STATIC]
     }
 
 
@@ -300,6 +300,30 @@ def sampling(bench: Bench, model: Any, prompt: list[int], args: Any) -> None:
     bench.figures["sampling"] = results
 
 
+def graphs(bench: Bench, model: Any, prompt: list[int], adapters: list[Path], args: Any) -> None:
+    """In-process decode steps as they come, at fixed shapes, and (on CUDA) as CUDA graphs, on a
+    runner over ``model``'s weights with the adapters resident (bench/gpu_graphs.py)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(ENGINE_THREADS)
+    runner = Runner(model, len(prompt) + args.steps + 2 * BLOCK, lora_bytes=1 << 30)
+    results = graph_costs(runner, prompt, args.concurrency, args.steps + 1, adapters)
+    torch.set_num_threads(threads)
+    bench.figures["graphs"] = results
+    cuda = bench.device.type == "cuda"
+    for r in results:
+        same = (
+            r.get("identical_logits_steps") == r["steps"]
+            and r.get("greedy_tokens_same")
+            and r.get("seeded_tokens_same")
+        )
+        bench.check(
+            f"batch {r['batch']}: CUDA graphs replay the eager fixed step (logits, greedy and seeded tokens)",
+            "identical",
+            "n/a on the CPU" if not cuda else f"{r['identical_logits_steps']} of {r['steps']} steps",
+            bool(same) if cuda else None,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -362,6 +386,7 @@ def main() -> None:
             prompt = chat_prompt(spec)
             bench.run("decode", lambda m=model: decode(bench, plain, on_device, m, prompt, args))
             bench.run("sampling", lambda m=model: sampling(bench, m, prompt, args))
+            bench.run("graphs", lambda m=model: graphs(bench, m, prompt, folders, args))
             del model
             bench.run("adapters", lambda: adapters(bench, plain, args.adapters, args))
             bench.run("training", lambda: training(bench, plain, base, args))
@@ -370,139 +395,6 @@ def main() -> None:
                 on_device.pid, bench.device
             )
     report(bench, args)
-
-
-def decode_rows(bench: Bench, args: Any) -> list[tuple[str, ...]]:
-    rates = bench.figures["decode_tokens_per_s"]
-    rows = []
-    for n in args.concurrency:
-        r = {label: by_n[str(n)] for label, by_n in rates.items()}
-        rows.append(
-            (
-                str(n),
-                f"{r['engine greedy']:,.0f}",
-                f"{r['generate']:,.0f}",
-                f"{r['engine greedy'] / r['generate']:.2f}x",
-                f"{r['engine T=1']:,.0f}",
-                f"{r['device sampling greedy']:,.0f}",
-                f"{r['device sampling T=1']:,.0f}",
-                f"{r['device sampling T=1'] / r['engine T=1']:.2f}x",
-            )
-        )
-    return rows
-
-
-DECODE_HEADER = (
-    "concurrent requests / batch",
-    "engine over HTTP, CPU sampling, greedy, tokens/s",
-    "generate, greedy, tokens/s",
-    "ratio",
-    "engine, T=1 seeded",
-    "device sampling, greedy",
-    "device sampling, T=1 seeded",
-    "T=1: device sampling vs CPU sampling",
-)
-TRAINING_HEADER = (
-    "job (rank 8, 7 projections)",
-    "through the API, s",
-    "its gradient steps, s",
-    "bare peft loop, s",
-    "ratio",
-    "gradient steps",
-)
-
-
-def report(bench: Bench, args: Any) -> None:
-    """Print the tables of the sections that ran, and any errors; write the JSON of ``--out``."""
-    figures = bench.figures
-    card = torch.cuda.get_device_name(bench.device) if bench.device.type == "cuda" else "cpu"
-    total = time.perf_counter() - bench.started
-    print(
-        f"\n{card}: {NAME}, {args.parameters / 1e6:,.2f}M parameters, {args.weights / 2**20:,.1f} MiB in "
-        f"{str(pick_placement(args.device).dtype).removeprefix('torch.')}; a {args.prompt_tokens}-token "
-        f"prompt, {args.tokens} new tokens per request (EOS ignored); best of {args.rounds} interleaved "
-        f"round(s); {total:.0f} s in all\n"
-    )
-    if "decode_tokens_per_s" in figures:
-        table(DECODE_HEADER, decode_rows(bench, args))
-    if "sampling" in figures:
-        print(
-            f"\nsampling per decode step, in-process on the engine's runner ({ENGINE_THREADS} torch "
-            "threads):\n"
-        )
-        table(SAMPLING_HEADER, sampling_table(figures["sampling"]))
-    if "adapters" in figures:
-        n, rates = figures["adapters"]["requests"], figures["adapters"]["tokens_per_s"]
-        print()
-        table(
-            (f"{n} concurrent requests on", "tokens/s", "vs base"),
-            [
-                ("the base alone", f"{rates['base']:,.0f}", "1.00x"),
-                (
-                    f"{n} adapters, one each",
-                    f"{rates['adapters']:,.0f}",
-                    f"{rates['adapters'] / rates['base']:.2f}x",
-                ),
-            ],
-        )
-    if "training" in figures:
-        print()
-        rows = [
-            (
-                f"LoRA {label}",
-                f"{t['api_s']:.3f}",
-                f"{t['phases_s']['gradient steps']:.3f}",
-                f"{t['bare_s']:.3f}",
-                f"{t['ratio']:.2f}x",
-                str(t["gradient_steps"]),
-            )
-            for label, t in figures["training"].items()
-        ]
-        table(TRAINING_HEADER, rows)
-    print()
-    table(
-        ("memory on the device", "MiB"),
-        [(where, "n/a" if mib is None else f"{mib:,.0f}") for where, mib in bench.memory.items()],
-    )
-    print()
-    verdict = {True: "yes", False: "**NO**", None: "n/a"}
-    table(
-        ("nothing ran on the CPU unasked", "expected", "observed", "ok"),
-        [(c["check"], c["expected"], c["observed"], verdict[c["ok"]]) for c in bench.checks],
-    )
-    print("\nseconds: " + ", ".join(f"{name} {sec:.1f}" for name, sec in bench.seconds.items()))
-    for name, error in bench.errors.items():
-        print(f"ERROR in {name}: {error}")
-    if args.out is not None:
-        import peft
-        import transformers
-
-        versions = {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-        }
-        document = {
-            "card": card,
-            "device": str(bench.device),
-            "versions": {"toolkit": __version__, **versions},
-            "model": {
-                "name": NAME,
-                "parameters": args.parameters,
-                "parameter_bytes": args.weights,
-                "smoke": args.smoke,
-            },
-            "prompt_tokens": args.prompt_tokens,
-            "tokens_per_request": args.tokens,
-            "rounds": args.rounds,
-            "figures": figures,
-            "memory_mib": bench.memory,
-            "checks": bench.checks,
-            "errors": bench.errors,
-            "seconds": {**bench.seconds, "total": total},
-        }
-        args.out.write_text(json.dumps(document, indent=2))
-        print(f"figures written to {args.out}")
 
 
 if __name__ == "__main__":

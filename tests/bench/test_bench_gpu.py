@@ -1,6 +1,7 @@
 """bench/gpu.py runs end to end on the CPU (``--smoke --device cpu``: a 2-layer model, 4 tokens): every
-measure is a real figure (positive and finite, both sides of each ratio), device sampling picks the
-tokens sampling on the CPU picks, and every check of where things ran passes."""
+measure is a real figure (positive and finite, both sides of each ratio, ``generate`` with a static
+cache beside the eager one), device sampling picks the tokens sampling on the CPU picks, the decode
+step at fixed shapes picks the plain step's tokens, and every check of where things ran passes."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> Non
         "device sampling greedy",
         "device sampling T=1",
         "generate",
+        "generate, static cache",
     }
     for label, rates in decode.items():
         assert list(rates) == ["1", "2", "4"], label
@@ -41,6 +43,15 @@ def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> Non
         assert len(timings) == 10 and all(positive(v) for v in timings.values()), r
         assert r["vocab"] == 260 and r["same_tokens"] == r["tokens_compared"] == 2 * 2 * r["batch"]
         assert r["device_random_same"] == r["device_random_compared"] == 2 * r["batch"]
+
+    # one decode step's forward as it comes and at fixed shapes (no CUDA graphs on the CPU): real
+    # times, the same greedy tokens, and the graph checks marked as not run here
+    assert [r["batch"] for r in figures["graphs"]] == [1, 2, 4]
+    for r in figures["graphs"]:
+        assert positive(r["plain_ms"]) and positive(r["eager_ms"]) and "graphs_ms" not in r, r
+        assert r["plain_tokens_same"] and r["plain_max_abs_diff"] < 1e-4, r
+    graph_checks = [c for c in report["checks"] if "CUDA graphs replay" in c["check"]]
+    assert len(graph_checks) == 3 and all(c["ok"] is None for c in graph_checks)
 
     adapters = figures["adapters"]
     assert adapters["requests"] == 2 and all(positive(v) for v in adapters["tokens_per_s"].values())
@@ -61,6 +72,10 @@ def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> Non
 
     rows = table_rows(out)
     headers = {row[0] for row in rows}
+    assert [row[1] for row in rows if row[0] == "batch"] == [
+        "forward ms",
+        "as it comes, ms",
+    ]  # sampling, graphs
     assert {
         "concurrent requests / batch",
         "batch",

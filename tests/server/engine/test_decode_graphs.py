@@ -170,3 +170,25 @@ def test_an_engine_at_fixed_shapes_answers_with_the_plain_engines_tokens(base: P
         assert rows >= {8, 1} if fixed else not rows
     assert answers[0] == answers[1]
     assert len({tuple(t) for t in answers[0][0]}) == 6  # the rows differ: each row's own tokens compared
+
+
+def test_a_capture_that_fails_leaves_the_runner_decoding_eagerly_and_logs_it(
+    base: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unit level (no CUDA here): the capture itself made to fail."""
+    runner, _ = weights_pool(base)
+    kv, tables, last = prefilled(runner, [0] * 5)
+    positions = [len(p) for p in PROMPTS]
+    assert all(kv.writable(t, at) for t, at in zip(tables, positions, strict=True))
+    tokens = [int(t) for t in last.argmax(-1)]
+    eager = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False).step(tables, tokens, positions, None)
+    graphs = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False)
+    graphs.capture = True  # as on CUDA
+
+    def fail(fixed: object) -> None:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphs, "_record", fail)
+    logits = graphs.step(tables, tokens, positions, None)
+    assert logits is not None and eager is not None and torch.equal(logits, eager)
+    assert not graphs.capture and "decoding eagerly from now on" in caplog.text

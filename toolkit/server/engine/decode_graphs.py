@@ -18,6 +18,7 @@ step against :meth:`.Runner.decode` on the CPU).
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from torch import Tensor
 from .kv_pool import KVPool, blocks_for
 from .runner import Runner
 
+log = logging.getLogger("toolkit.engine")
 LoraForm = str
 """``"none"``, ``"one"`` (every row on one adapter slot) or ``"rows"`` (a slot per row)."""
 
@@ -155,12 +157,12 @@ class DecodeGraphs:
         if fixed is None:
             fixed = self._steps[key] = FixedStep.empty(*key, self.runner)
         fixed.fill(tables, tokens, positions, slots)
-        if not self.capture:
-            fixed.logits = self._run(fixed)
-        elif fixed.graph is None:
+        if fixed.graph is not None:
+            fixed.graph.replay()
+        elif self.capture:
             self._capture(fixed)
         else:
-            fixed.graph.replay()
+            fixed.logits = self._run(fixed)
         assert fixed.logits is not None
         return fixed.logits[: len(tokens)]
 
@@ -170,6 +172,16 @@ class DecodeGraphs:
         )
 
     def _capture(self, fixed: FixedStep) -> None:
+        """Capture the step (:meth:`_record`); if that fails, the runner's steps run eagerly at
+        their fixed shapes from then on (logged, and reported by health), and this one too."""
+        try:
+            self._record(fixed)
+        except Exception:
+            log.exception("capturing a CUDA graph of the decode step failed; decoding eagerly from now on")
+            self.capture, self._steps = False, {}
+            fixed.graph, fixed.logits = None, self._run(fixed)
+
+    def _record(self, fixed: FixedStep) -> None:
         """Warm the step up on a side stream (a step run again on the same inputs writes the same
         keys/values), capture it, then replay it once for this step's logits."""
         started, before = time.perf_counter(), torch.cuda.memory_reserved(self.runner.device)
@@ -231,6 +243,11 @@ class Decoder:
     def shapes(self) -> list[tuple[int, int, LoraForm]]:
         """Every loaded runner's buckets (:attr:`DecodeGraphs.shapes`)."""
         return [shape for graphs in self._graphs.values() for shape in graphs.shapes]
+
+    @property
+    def replaying(self) -> bool:
+        """Whether decode steps replay CUDA graphs (on, and no capture has failed)."""
+        return self.capture and all(g.capture for g in self._graphs.values())
 
     @property
     def stats(self) -> GraphStats:

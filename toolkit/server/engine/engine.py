@@ -383,7 +383,7 @@ class Engine:
             preemptions=self.preemption.count,
             prompt_tokens=self.prompt_tokens,
             prefilled_tokens=self.prefilled_tokens,
-            cuda_graphs=self.decoder.capture,
+            cuda_graphs=self.decoder.replaying,
             graphs_captured=graphs.captured,
             graph_capture_s=round(graphs.capture_s, 3),
         )
