@@ -59,49 +59,42 @@ def lora_form(adapters: list[int] | None) -> LoraForm:
 
 @dataclass
 class FixedStep:
-    """The static inputs of one bucket (``B`` rows, ``W`` blocks), their output once run, and the
-    bucket's CUDA graph once captured."""
+    """The static inputs of one bucket (``B`` rows, ``W`` blocks) in one tensor ``[B, 4 + W]``, a
+    row each: its last token, that token's position, 1 (0 for a padding row), its adapter slot,
+    then its block table padded with block 0. A step's values go in with one copy from ``host``
+    (pinned on CUDA, so the copy does not wait on the device); the step, and its graph, read the
+    columns. Also the output of the last run and the bucket's CUDA graph once captured."""
 
-    tokens: Tensor  # [B] the rows' last tokens
-    positions: Tensor  # [B] where each token goes
-    table: Tensor  # [B, W] block tables, padded with block 0
-    real: Tensor  # [B, 1, 1] 1 for the step's rows, 0 for the padding
-    adapters: Tensor | None  # [B] or [1] adapter slots; None: the weights alone
+    inputs: Tensor
+    host: Tensor
+    form: LoraForm
     logits: Tensor | None = None  # [B, V] float32, written by each run
     graph: torch.cuda.CUDAGraph | None = field(default=None, repr=False)
 
     @classmethod
-    def empty(cls, rows: int, blocks: int, form: LoraForm, runner: Runner) -> FixedStep:
-        dev = runner.device
-        adapters = {"none": None, "one": torch.zeros(1, dtype=torch.long, device=dev)}.get(form)
-        if form == "rows":
-            adapters = torch.zeros(rows, dtype=torch.long, device=dev)
-        return cls(
-            tokens=torch.zeros(rows, dtype=torch.long, device=dev),
-            positions=torch.zeros(rows, dtype=torch.long, device=dev),
-            table=torch.zeros(rows, blocks, dtype=torch.long, device=dev),
-            real=torch.zeros(rows, 1, 1, dtype=runner.dtype, device=dev),
-            adapters=adapters,
-        )
+    def empty(cls, rows: int, blocks: int, form: LoraForm, device: torch.device) -> FixedStep:
+        inputs = torch.zeros(rows, 4 + blocks, dtype=torch.long, device=device)
+        host = torch.zeros(rows, 4 + blocks, dtype=torch.long, pin_memory=device.type == "cuda")
+        return cls(inputs, host, form)
 
     def fill(
         self, tables: list[list[int]], tokens: list[int], positions: list[int], adapters: list[int]
     ) -> None:
         """Copy one step's values in, the rows past them padding (token 0 at position 0, block 0)."""
-        rows, width = self.table.shape
-        real = [
-            [t, p, 1, *b[:width], *[0] * (width - len(b[:width]))]
-            for t, p, b in zip(tokens, positions, tables, strict=True)
+        width = self.inputs.shape[1] - 4
+        values = [
+            [t, p, 1, a, *b[:width], *[0] * (width - len(b[:width]))]
+            for t, p, a, b in zip(tokens, positions, adapters, tables, strict=True)
         ]
-        host = torch.tensor(real + [[0] * (3 + width)] * (rows - len(tokens)), dtype=torch.long)
-        device = host.to(self.table.device, non_blocking=True)
-        self.tokens.copy_(device[:, 0])
-        self.positions.copy_(device[:, 1])
-        self.real.copy_(device[:, 2].view(rows, 1, 1))
-        self.table.copy_(device[:, 3:])
-        if self.adapters is not None:
-            slots = adapters[:1] if len(self.adapters) == 1 else adapters + [0] * (rows - len(adapters))
-            self.adapters.copy_(torch.tensor(slots), non_blocking=True)
+        self.host.zero_()
+        self.host[: len(values)] = torch.tensor(values, dtype=torch.long)
+        self.inputs.copy_(self.host, non_blocking=True)
+
+    def run(self, runner: Runner, pool: KVPool) -> Tensor:
+        """The step over the inputs' columns (:meth:`.Runner.decode_fixed`)."""
+        i = self.inputs
+        adapters = {"none": None, "one": i[:1, 3], "rows": i[:, 3]}[self.form]
+        return runner.decode_fixed(pool, i[:, 0], i[:, 1], i[:, 4:], i[:, 2], adapters)
 
 
 @dataclass
@@ -155,7 +148,7 @@ class DecodeGraphs:
         key = (rows, width_blocks(blocks_for(max(positions) + 1), self.max_blocks), form)
         fixed = self._steps.get(key)
         if fixed is None:
-            fixed = self._steps[key] = FixedStep.empty(*key, self.runner)
+            fixed = self._steps[key] = FixedStep.empty(*key, self.runner.device)
         fixed.fill(tables, tokens, positions, slots)
         if fixed.graph is not None:
             fixed.graph.replay()
@@ -167,9 +160,7 @@ class DecodeGraphs:
         return fixed.logits[: len(tokens)]
 
     def _run(self, fixed: FixedStep) -> Tensor:
-        return self.runner.decode_fixed(
-            self.pool, fixed.tokens, fixed.positions, fixed.table, fixed.real, fixed.adapters
-        )
+        return fixed.run(self.runner, self.pool)
 
     def _capture(self, fixed: FixedStep) -> None:
         """Capture the step (:meth:`_record`); if that fails, the runner's steps run eagerly at

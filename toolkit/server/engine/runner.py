@@ -272,13 +272,15 @@ class Runner:
     ) -> Tensor:
         """:meth:`decode` over tensors whose shapes alone choose the kernels (no host value does),
         what a CUDA graph captures: ``tokens``/``positions [B]``, block tables ``[B, blocks]``
-        padded with block 0, ``real [B, 1, 1]`` (0: a padding row, which stores zero keys/values at
-        position 0 of block 0, so it stays zeros) and adapter slots ``[B]`` or ``[1]`` (one for all)."""
-        view = _BlockView.of_table(table, pool)
+        padded with block 0, ``real [B]`` (0: a padding row, which stores zero keys/values at
+        position 0 of block 0, so it stays zeros) and adapter slots ``[B]`` or ``[1]`` (one for all);
+        views of one inputs tensor are fine."""
+        view = _BlockView.of_table(table.contiguous(), pool)
         slots = view.slots(torch.arange(table.shape[0], device=self.device), positions)
-        lora = None if adapters is None else LoraRows.gathered(adapters)
+        lora = None if adapters is None else LoraRows.gathered(adapters.contiguous())
+        rows = real.to(self.dtype).view(-1, 1, 1)
         return self._decode(
-            pool, view, slots, positions, self._mask(positions, view.width), tokens, lora, real
+            pool, view, slots, positions, self._mask(positions, view.width), tokens, lora, rows
         )
 
     def _mask(self, at: Tensor, width: int) -> Tensor:
