@@ -258,16 +258,17 @@ def sample(
         else:
             noise = race_noise(probs.shape, rows, sampled, fallback, pool, device.type == "cuda")
         tokens = torch.where(greedy, tokens, (probs / noise.to(device, non_blocking=True)).argmax(-1))
-    token_list = tokens.tolist()
     if raw is None:
-        return StepResult(token_list, None, None)
-    chosen = raw.gather(-1, tokens[:, None])[:, 0].tolist()
-    k = max((r.params.logprobs or 0) for r in rows)
-    top: list[list[tuple[int, float]]] = [[] for _ in rows]
-    if k > 0:
-        values, ids = raw.topk(min(k, raw.shape[-1]), dim=-1)
-        for i, r in enumerate(rows):
-            n = r.params.logprobs or 0
-            if n:
-                top[i] = list(zip(ids[i, :n].tolist(), values[i, :n].tolist(), strict=True))
-    return StepResult(token_list, chosen, top)
+        return StepResult(tokens.tolist(), None, None)
+    # one copy to the host (the step's one wait on the device): tokens, their logprobs, the top k
+    # ids and logprobs, as float64 (exact for both)
+    k = min(max((r.params.logprobs or 0) for r in rows), raw.shape[-1])
+    values, ids = raw.topk(k, dim=-1) if k else (raw[:, :0], tokens[:, None][:, :0])
+    chosen = raw.gather(-1, tokens[:, None])
+    packed = torch.cat((tokens[:, None].double(), chosen.double(), ids.double(), values.double()), dim=1)
+    table = packed.tolist()
+    top = [
+        [(int(table[i][2 + j]), table[i][2 + k + j]) for j in range(min(r.params.logprobs or 0, k))]
+        for i, r in enumerate(rows)
+    ]
+    return StepResult([int(row[0]) for row in table], [row[1] for row in table], top)
