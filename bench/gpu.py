@@ -16,8 +16,12 @@ placement on a GPU), with 16 LoRA adapters (peft, rank 8, the 7 projections) by 
 Two servers on the same folder: one sampling on the CPU (``TOOLKIT_DEVICE_SAMPLING=0``), one as
 shipped on CUDA: sampling and its random numbers on the device (``=device``, the default there).
 Measures, interleaved over ``--rounds`` (each keeps its best):
+- one decode step's forward in-process as its rows come, at fixed shapes eagerly (``--enforce-eager``)
+  and as a CUDA graph, with what capturing cost, whether the graphs give the eager step's logits and
+  tokens bit for bit, and 16 rows on 16 adapters in a graph (bench/gpu_graphs.py);
 - decode tokens/s at 1, 16 and 64 concurrent chat requests over HTTP (``--tokens`` each, greedy, and
-  at T=1 with a seed), against ``generate`` at batch 1, 16 and 64 (greedy) in this process;
+  at T=1 with a seed; the servers replay CUDA graphs), against ``generate`` at batch 1, 16 and 64
+  (greedy) in this process, eager and with a static cache (which transformers compiles on CUDA);
 - what sampling costs a decode step (bench/gpu_sampling.py: in-process, the engine's runner and
   sampler);
 - 16 concurrent requests on 16 adapters against 16 on the base alone;
@@ -384,9 +388,10 @@ def main() -> None:
                 None if held is None else held >= args.weights,
             )
             prompt = chat_prompt(spec)
+            # the graphs first: in-process and quick, before generate's compilation takes its time
+            bench.run("graphs", lambda m=model: graphs(bench, m, prompt, folders, args))
             bench.run("decode", lambda m=model: decode(bench, plain, on_device, m, prompt, args))
             bench.run("sampling", lambda m=model: sampling(bench, m, prompt, args))
-            bench.run("graphs", lambda m=model: graphs(bench, m, prompt, folders, args))
             del model
             bench.run("adapters", lambda: adapters(bench, plain, args.adapters, args))
             bench.run("training", lambda: training(bench, plain, base, args))
