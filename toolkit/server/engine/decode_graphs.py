@@ -121,6 +121,7 @@ class DecodeGraphs:
         self._steps: dict[tuple[int, int, LoraForm], FixedStep] = {}
         self._over: tuple[int, int] | None = None  # the generations of storage and adapters captured over
         self._mempool = torch.cuda.graph_pool_handle() if capture else None
+        self._outputs: dict[int, Tensor] = {}  # the graphs' logits, shared by a batch size's buckets
 
     @property
     def shapes(self) -> list[tuple[int, int, LoraForm]]:
@@ -182,9 +183,14 @@ class DecodeGraphs:
             for _ in range(2):
                 self._run(fixed)
         torch.cuda.current_stream(self.runner.device).wait_stream(side)
+        rows = fixed.inputs.shape[0]
+        out = self._outputs.get(rows)
+        if out is None:  # one output per batch size, outside the graphs' pool: [B, V] each
+            out = self._outputs[rows] = torch.empty(rows, self.runner.vocab_size, device=self.runner.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._mempool):
-            fixed.logits = self._run(fixed)
+            out.copy_(self._run(fixed))
+        fixed.logits = out
         graph.replay()
         fixed.graph = graph
         self.stats.captured += 1
