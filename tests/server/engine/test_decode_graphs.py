@@ -7,6 +7,7 @@ plain engine's tokens. Capturing (CUDA only) is checked by ``bench/gpu.py`` on a
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from toolkit.server.engine.device import pick_placement
 from toolkit.server.engine.engine import Engine
 from toolkit.server.engine.kv_pool import KVPool
 from toolkit.server.engine.lora import LoraAdapter
-from toolkit.server.engine.model import from_folder
+from toolkit.server.engine.model import from_folder, load_model
 from toolkit.server.engine.request import Weights
 from toolkit.server.engine.runner import Runner
 from toolkit.server.engine.sampling import SamplingParams
@@ -192,3 +193,18 @@ def test_a_capture_that_fails_leaves_the_runner_decoding_eagerly_and_logs_it(
     logits = graphs.step(tables, tokens, positions, None)
     assert logits is not None and eager is not None and torch.equal(logits, eager)
     assert not graphs.capture and "decoding eagerly from now on" in caplog.text
+
+
+def test_an_unloaded_runner_goes_at_once_with_its_buckets(base: Path) -> None:
+    """The decoder holds runners weakly: a checkpoint's runner that the engine unloads frees its
+    weights (and on CUDA its graphs) when its last reference goes, not at the next garbage collection."""
+    runner = Runner(load_model(from_folder(base)), 128)
+    kv, tables, last = prefilled(runner, [0] * 5)
+    positions = [len(p) for p in PROMPTS]
+    assert all(kv.writable(t, at) for t, at in zip(tables, positions, strict=True))
+    decoder = Decoder(kv, max_num_seqs=8, fixed=True, capture=False)
+    decoder.decode(runner, tables, [int(t) for t in last.argmax(-1)], positions, None)
+    assert decoder.shapes == [(8, 4, "none")]
+    gone = weakref.ref(runner)
+    del runner, last
+    assert gone() is None and decoder.shapes == []

@@ -114,7 +114,9 @@ class DecodeGraphs:
     def __init__(self, runner: Runner, pool: KVPool, max_num_seqs: int, capture: bool) -> None:
         if capture and runner.device.type != "cuda":
             raise ValueError(f"CUDA graphs need a CUDA device, not {runner.device}")
-        self.runner, self.pool, self.capture = runner, pool, capture
+        # weakly: the engine keeps these per runner in a WeakKeyDictionary, and an unloaded runner's
+        # weights must go at once, with its graphs
+        self._runner, self.pool, self.capture = weakref.ref(runner), pool, capture
         self.buckets = batch_buckets(max_num_seqs)
         self.max_blocks = blocks_for(int(runner.cos.shape[0]))
         self.stats = GraphStats()
@@ -122,6 +124,12 @@ class DecodeGraphs:
         self._over: tuple[int, int] | None = None  # the generations of storage and adapters captured over
         self._mempool = torch.cuda.graph_pool_handle() if capture else None
         self._outputs: dict[int, Tensor] = {}  # the graphs' logits, shared by a batch size's buckets
+
+    @property
+    def runner(self) -> Runner:
+        runner = self._runner()
+        assert runner is not None, "the runner of these graphs was unloaded"
+        return runner
 
     @property
     def shapes(self) -> list[tuple[int, int, LoraForm]]:
