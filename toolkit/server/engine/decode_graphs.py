@@ -6,8 +6,9 @@ CUDA graph launches a captured step's kernels at once. A graph holds fixed shape
 step runs at a bucket of shapes: the batch padded to the next of :func:`batch_buckets`, the block
 tables to the next power of two blocks (:func:`width_blocks`), and the LoRA adapters of its rows in
 one of three forms (none, one for every row, one per row: :class:`~.adapter_stack.LoraRows`). Each
-bucket's inputs live in static tensors (:class:`FixedStep`) that a step copies its values into;
-each bucket is captured the first time it runs, into one memory pool shared by all.
+bucket's inputs live in one static tensor (:class:`FixedStep`) that a step copies its values into;
+each bucket is captured the first time it runs, into one memory pool shared by all, in this thread
+alone (a training job may be using the GPU from another thread meanwhile).
 
 What a graph cannot hold runs eagerly: prefill, beam search, a batch past the largest bucket. With
 ``capture`` off (``--enforce-eager``, and everywhere but CUDA), the same fixed-shape step runs
@@ -196,7 +197,7 @@ class DecodeGraphs:
         if out is None:  # one output per batch size, outside the graphs' pool: [B, V] each
             out = self._outputs[rows] = torch.empty(rows, self.runner.vocab_size, device=self.runner.device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._mempool):
+        with torch.cuda.graph(graph, pool=self._mempool, capture_error_mode="thread_local"):
             out.copy_(self._run(fixed))
         fixed.logits = out
         graph.replay()
