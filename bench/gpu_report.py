@@ -76,6 +76,10 @@ def report(bench: Any, args: Any) -> None:
     )
     if "decode_tokens_per_s" in figures:
         table(DECODE_HEADER, decode_rows(bench, args))
+        first = ", ".join(f"{s:.1f} s at {n}" for n, s in figures["static_generate_first_call_s"].items())
+        print(
+            f"\ngenerate with a static cache, first call per batch (compiling on CUDA, then running): {first}"
+        )
     if "sampling" in figures:
         print(
             f"\nsampling per decode step, in-process on the engine's runner ({ENGINE_THREADS} torch "

@@ -44,6 +44,9 @@ def test_bench_gpu_smoke_measures_every_figure_on_the_cpu(tmp_path: Path) -> Non
         assert r["vocab"] == 260 and r["same_tokens"] == r["tokens_compared"] == 2 * 2 * r["batch"]
         assert r["device_random_same"] == r["device_random_compared"] == 2 * r["batch"]
 
+    assert list(figures["static_generate_first_call_s"]) == ["1", "2", "4"]
+    assert all(positive(s) for s in figures["static_generate_first_call_s"].values())
+
     # one decode step's forward as it comes and at fixed shapes (no CUDA graphs on the CPU): real
     # times, the same greedy tokens, and the graph checks marked as not run here
     assert [r["batch"] for r in figures["graphs"]] == [1, 2, 4]
