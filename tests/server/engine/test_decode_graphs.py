@@ -3,7 +3,8 @@ the buckets; each row's logits those of the plain step, across batch sizes, bloc
 three forms of adapters; padding rows that write nothing a sequence reads; buckets forgotten when
 the KV storage or the adapters' tensors are reallocated; a batch past the largest bucket decoded as
 it comes; and an engine decoding at fixed shapes answering greedy and seeded requests with the
-plain engine's tokens. Capturing (CUDA only) is checked by ``bench/gpu.py`` on a GPU."""
+plain engine's tokens. Capturing itself runs only on CUDA (``bench/gpu.py`` checks it on a GPU); here
+its calls are faked, to check what surrounds it."""
 
 from __future__ import annotations
 
@@ -208,3 +209,43 @@ def test_an_unloaded_runner_goes_at_once_with_its_buckets(base: Path) -> None:
     gone = weakref.ref(runner)
     del runner, last
     assert gone() is None and decoder.shapes == []
+
+
+class _FakeGraph:
+    """Stands in for ``torch.cuda.CUDAGraph`` (no CUDA here): counts replays."""
+
+    replays = 0
+
+    def replay(self) -> None:
+        _FakeGraph.replays += 1
+
+
+def test_capturing_runs_the_step_once_into_the_batch_sizes_output_then_replays(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unit level, with torch.cuda's capture calls faked (the capture itself runs only on a GPU, in
+    bench/gpu.py): the first step of a bucket warms up, captures into the batch size's one output and
+    gives the eager step's logits; the next step of that bucket replays instead of running."""
+    import contextlib
+
+    _FakeGraph.replays = 0
+    fake_stream = type("Stream", (), {"wait_stream": lambda self, other: None})
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: fake_stream())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: fake_stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", lambda graph, pool, capture_error_mode: contextlib.nullcontext())
+    runner, _ = weights_pool(base)
+    kv, tables, last = prefilled(runner, [0] * 5)
+    positions = [len(p) for p in PROMPTS]
+    assert all(kv.writable(t, at) for t, at in zip(tables, positions, strict=True))
+    tokens = [int(t) for t in last.argmax(-1)]
+    eager = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False).step(tables, tokens, positions, None)
+    graphs = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False)
+    graphs.capture = True  # as on CUDA
+    captured = graphs.step(tables, tokens, positions, None)
+    assert captured is not None and eager is not None and torch.equal(captured, eager)
+    assert graphs.stats.captured == 1 and _FakeGraph.replays == 1  # captured, then replayed once
+    assert graphs.step(tables, tokens, positions, None) is not None
+    assert graphs.stats.captured == 1 and _FakeGraph.replays == 2  # the bucket's graph, replayed
