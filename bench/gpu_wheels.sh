@@ -28,7 +28,7 @@ WHEELS=(
   annotated-types==0.8.0
   typing-inspection==0.4.5
   typing-extensions==4.16.0
-  uvicorn==0.54.0
+  uvicorn==0.55.0
   python-multipart==0.0.34
   orjson==3.13.0
   outlines-core==0.2.14
