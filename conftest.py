@@ -46,9 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
     setattr(config, _DATA_DIR, folder)
     # the real model is fetched and converted once per machine, not per session (scripts/test sets the same)
     os.environ.setdefault("TOOLKIT_MODEL_CACHE", str(Path(__file__).parent / ".cache" / "models"))
-    # A notebook whose full run is longer than the suite can afford (11: SmolLM2 over three seeds, most
-    # of an hour) runs at its small size in every pass here (about a minute and a half each); its
-    # learning checks are asserted by its full run only. Notebooks that read no size are unaffected.
+    # The notebooks whose full run is longer than the suite can afford (07: the agent recipe on the 1M
+    # model, about 5 minutes of a busy core; 11: SmolLM2 over three seeds, most of an hour) run at their
+    # small size in every pass here (half a minute and a minute and a half); their learning checks are
+    # asserted by their full runs only (TOOLKIT_NOTEBOOK_SIZE=full). Notebooks that read no size are
+    # unaffected.
     os.environ.setdefault("TOOLKIT_NOTEBOOK_SIZE", "small")
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         # Each worker and each server it starts runs torch on one thread: two processes spinning
@@ -72,8 +74,8 @@ def _after_notebooks(item: pytest.Item) -> bool:
 
 RERUN = "tests/notebooks/test_notebooks_rerun.py::test_notebook_passes_when_run_again["
 # The notebooks that take longest in the suite, started first so that the two workers end together
-# (07: 8 minutes on a busy core, then 11, 09, 02, 03); the others follow in name order.
-LONGEST_FIRST = ("07_agent", "11_real_model_agent", "09_research", "02_supervised_fine_tuning", "03_rl_loop")
+# (11 with its re-run: over 3 minutes on a busy core; 03 with 04; 09; 02); the others follow in name order.
+LONGEST_FIRST = ("11_real_model_agent", "03_rl_loop", "09_research", "02_supervised_fine_tuning")
 SAME_FOLDER = {"04_comparing_checkpoints": "03_rl_loop"}  # 04 compares the checkpoints of 03's model
 
 

@@ -67,8 +67,8 @@ def test_each_notebook_runs_with_its_rerun_in_one_group_and_the_notebooks_first(
         group = "notebooks/03_rl_loop" if stem == "04_comparing_checkpoints" else f"notebooks/{stem}"
         assert {groups[i] for i in cells + reruns} <= {group}
         assert all(i < j for i in cells for j in reruns)
-    if "notebooks/07_agent" in runs:
-        assert list(runs)[0] == "notebooks/07_agent"
+    if "notebooks/11_real_model_agent" in runs:
+        assert list(runs)[0] == "notebooks/11_real_model_agent"
 
 
 def test_the_user_python_sees_the_user_extras_only(user_python: Path) -> None:
