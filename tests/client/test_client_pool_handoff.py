@@ -41,6 +41,9 @@ class Server(ThreadingHTTPServer):
     """Answers ``POST <path>`` with ``{"path": ...}`` once the test releases that path."""
 
     daemon_threads = True
+    # room in the listen backlog for every request at once (socketserver's default is 5): under load,
+    # connections past it had their SYN dropped and retried after the client's 3 s connect timeout
+    request_queue_size = 64
 
     def __init__(self, paths: list[str]) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
@@ -182,7 +185,7 @@ def test_a_connection_handed_to_a_waiting_request_is_not_closed_under_it(
     for thread in held:
         thread.start()
     for i in range(HELD):
-        assert server.arrived[f"/held/{i}"].wait(WAIT_S)  # HELD connections, all busy
+        assert server.arrived[f"/held/{i}"].wait(WAIT_S), outcomes  # HELD connections, all busy
     hooks.armed = True
     server.release["/held/0"].set()
     late = threading.Thread(target=post, args=(LATE,), name="late")
