@@ -5,7 +5,7 @@ as the hosted API does: no local-server extensions, an empty ``/log`` body, a ba
 notebooks run with ``TOOLKIT_PRESET=wandb`` pointed at it, so ``client.deployment`` is the hosted
 one; a cell that needs an extension must say so in a sentence, never raise. They run as a quick
 pass (``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps): what is checked here is that each cell
-runs under the hosted preset; nbval's full run checks the learning.
+runs under the hosted preset; nbval's run checks the learning.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ then this test runs it a second time in a new kernel (as after a kernel restart)
 that nbval does not run in this session (e.g. ``pytest tests/notebooks``) is run twice here. The re-run
 is a quick pass (``TOOLKIT_NOTEBOOK_QUICK=1``: a few training steps, no learning checks): what it checks
 is that names, files and servers of the first run do not get in the way; nbval's run checks the
-learning. The re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with
-its user extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
+learning (07 and 11 run at their small size in the suite: their full runs check theirs). The
+re-run's kernel is a python that sees only what ``scripts/lab`` installs (the project with its user
+extras, not the ``dev`` extra of the suite: ``user_extras.user_venv``), so a notebook that
 imports a test tool fails here as it would for a user. No cell shows a third-party warning (an
 error-pink box the notebook's reader can do nothing about). The seeded notebooks (``SEEDED``) make
 their second run in tests/reproducibility, which checks the same and that it repeats the first.
