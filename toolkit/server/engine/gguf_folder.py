@@ -15,6 +15,8 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.initialization import no_init_weights
 
+from .building import BUILDING
+
 STEPS = ("tokenizer", "weights", "write")
 
 
@@ -26,11 +28,14 @@ def convert(gguf: Path, folder: Path, chat_template: str) -> None:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         bar.update()
         bar.set_postfix_str(STEPS[1])
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        config = loaded.config
-        del config.quantization_config
-        with no_init_weights():
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        with BUILDING:
+            loaded = AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            )
+            config = loaded.config
+            del config.quantization_config
+            with no_init_weights():
+                model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         model.load_state_dict(loaded.state_dict())  # strict: every weight, none left initialised
         model.tie_weights()  # as from_config would have, outside no_init_weights (tied embeddings)
         model.generation_config = loaded.generation_config

@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers.initialization import no_init_weights
 
+from .building import BUILDING
 from .device import Placement
 from .fetched import FETCHED, FetchedModel, fetch, model_cache
 from .kv_pool import KVShape
@@ -270,6 +271,15 @@ def load_model(
     ``placement`` (default: the CPU in float32)."""
     device = placement.device if placement else torch.device("cpu")
     dtype = placement.dtype if placement else torch.float32
+    with BUILDING:
+        model = _built(spec, weights, dtype)
+    model.to(device)  # type: ignore[arg-type]  # transformers types ``to`` as taking the model first
+    model.eval()
+    return model
+
+
+def _built(spec: BaseModelSpec, weights: Path | None, dtype: torch.dtype) -> PreTrainedModel:
+    """The model of ``spec`` (with ``weights``, a checkpoint's folder) in ``dtype``, on the CPU."""
     if spec.weights.exists():
         state = load_file(spec.weights)
         if weights is not None:
@@ -280,8 +290,6 @@ def load_model(
         if weights is not None:
             model.load_state_dict(load_file(weights / WEIGHTS_FILE), strict=False)
             model.tie_weights()
-    model.to(device)  # type: ignore[arg-type]  # transformers types ``to`` as taking the model first
-    model.eval()
     return model
 
 

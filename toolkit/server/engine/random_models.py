@@ -24,6 +24,7 @@ from transformers import (
     Qwen3Config,
 )
 
+from .building import BUILDING
 from .tokenizer import CHATML_TEMPLATE, IM_END, PAD, byte_tokenizer
 
 VOCAB = 260  # 256 bytes + the four ChatML special tokens
@@ -63,7 +64,8 @@ def config(arch: str, **shape: Any) -> PretrainedConfig:
 def random_model(arch: str, seed: int = 0, **shape: Any) -> PreTrainedModel:
     """Random weights, every parameter (biases and norms included) moved off its initial value."""
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config(arch, **shape))
+    with BUILDING:
+        model = AutoModelForCausalLM.from_config(config(arch, **shape))
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)

@@ -18,6 +18,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from ...seeding import derive_seed
 from ...types.training import LoRAConfig, ModelCreate
+from ..engine.building import BUILDING
 from ..engine.lora import ADAPTER_CONFIG
 from ..engine.model import BUILTIN_NAMES
 
@@ -94,7 +95,7 @@ def attach(
     from peft import get_peft_model
 
     model.name_or_path = base_model  # else peft records the folder the weights were read from
-    with torch.random.fork_rng(devices=[]):
+    with BUILDING, torch.random.fork_rng(devices=[]):  # its A and B drawn, not left uninitialised
         torch.manual_seed(seed)
         return get_peft_model(model, peft_config(settings, base_model))
 
@@ -103,7 +104,8 @@ def load(model: PreTrainedModel, folder: Path, *, trainable: bool) -> PeftModel:
     """The adapter saved in ``folder``, on ``model``."""
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(model, folder, is_trainable=trainable)
+    with BUILDING:
+        return PeftModel.from_pretrained(model, folder, is_trainable=trainable)
 
 
 def merged(model: PreTrainedModel, folder: Path) -> PreTrainedModel:
