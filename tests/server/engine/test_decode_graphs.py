@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -174,10 +175,11 @@ def test_an_engine_at_fixed_shapes_answers_with_the_plain_engines_tokens(base: P
     assert len({tuple(t) for t in answers[0][0]}) == 6  # the rows differ: each row's own tokens compared
 
 
-def test_a_capture_that_fails_leaves_the_runner_decoding_eagerly_and_logs_it(
-    base: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Unit level (no CUDA here): the capture itself made to fail."""
+def eager_step_and_graphs(
+    base: Path,
+) -> tuple[Runner, list[list[int]], list[int], list[int], Any, DecodeGraphs]:
+    """The prompts prefilled, one step's inputs, its logits at a fixed shape run eagerly, and graphs
+    of the same runner and pool set to capture, as on CUDA (the runner too: graphs hold it weakly)."""
     runner, _ = weights_pool(base)
     kv, tables, last = prefilled(runner, [0] * 5)
     positions = [len(p) for p in PROMPTS]
@@ -185,7 +187,15 @@ def test_a_capture_that_fails_leaves_the_runner_decoding_eagerly_and_logs_it(
     tokens = [int(t) for t in last.argmax(-1)]
     eager = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False).step(tables, tokens, positions, None)
     graphs = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False)
-    graphs.capture = True  # as on CUDA
+    graphs.capture = True
+    return runner, tables, tokens, positions, eager, graphs
+
+
+def test_a_capture_that_fails_leaves_the_runner_decoding_eagerly_and_logs_it(
+    base: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unit level (no CUDA here): the capture itself made to fail."""
+    _runner, tables, tokens, positions, eager, graphs = eager_step_and_graphs(base)
 
     def fail(fixed: object) -> None:
         raise RuntimeError("operation not permitted when stream is capturing")
@@ -236,14 +246,7 @@ def test_capturing_runs_the_step_once_into_the_batch_sizes_output_then_replays(
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
     monkeypatch.setattr(torch.cuda, "graph", lambda graph, pool, capture_error_mode: contextlib.nullcontext())
-    runner, _ = weights_pool(base)
-    kv, tables, last = prefilled(runner, [0] * 5)
-    positions = [len(p) for p in PROMPTS]
-    assert all(kv.writable(t, at) for t, at in zip(tables, positions, strict=True))
-    tokens = [int(t) for t in last.argmax(-1)]
-    eager = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False).step(tables, tokens, positions, None)
-    graphs = DecodeGraphs(runner, kv, max_num_seqs=8, capture=False)
-    graphs.capture = True  # as on CUDA
+    _runner, tables, tokens, positions, eager, graphs = eager_step_and_graphs(base)
     captured = graphs.step(tables, tokens, positions, None)
     assert captured is not None and eager is not None and torch.equal(captured, eager)
     assert graphs.stats.captured == 1 and _FakeGraph.replays == 1  # captured, then replayed once
