@@ -2,10 +2,12 @@
 ``builtin_chat_data.py`` and write its weights into the package (run once; the weights are committed).
 
     .venv/bin/python scripts/train_builtin_model.py            # 1,500 steps of 16 conversations
+    .venv/bin/python scripts/train_builtin_model.py --random   # toolkit/tiny-random-1m's weights
 
-It starts from the random initialisation the random built-in model (``toolkit/tiny-random-1m``) uses,
-renders and masks every conversation exactly as an SFT job does (assistant turns trained, through the
-model's own chat template), and ends by printing greedy answers to a few prompts.
+It starts from the random initialisation the random built-in model (``toolkit/tiny-random-1m``) ships
+(seed 0's, which ``--random`` writes into the package, doing nothing else), renders and masks every
+conversation exactly as an SFT job does (assistant turns trained, through the model's own chat
+template), and ends by printing greedy answers to a few prompts.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import builtin_chat_data as data
+from transformers import LlamaForCausalLM
 
 from toolkit.server.engine.model import (
     BUILTIN_WEIGHTS,
     RANDOM_NAME,
+    RANDOM_WEIGHTS,
     builtin_spec,
     load_model,
     save_weights,
+    tiny_config,
 )
 from toolkit.server.training.sequences import ChatFormat, Sample
 
@@ -100,7 +105,12 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=BUILTIN_WEIGHTS)
+    parser.add_argument("--random", action="store_true", help=f"write {RANDOM_WEIGHTS.name} and stop")
     args = parser.parse_args()
+    if args.random:
+        torch.manual_seed(0)
+        save_weights(LlamaForCausalLM(tiny_config()), RANDOM_WEIGHTS)
+        return
     torch.set_num_threads(2)
     spec = builtin_spec(Path(tempfile.mkdtemp()), RANDOM_NAME)
     fmt = ChatFormat(spec)

@@ -23,6 +23,7 @@ import pytest
 from conftest import LocalServer
 from support.chat_helpers import USER
 
+BASE = "toolkit/tiny-chat-1m"  # the default model
 LONG = {"messages": USER, "max_tokens": 960, "ignore_eos": True}
 
 
@@ -68,6 +69,11 @@ def paused_server(tmp: Path, *args: str) -> Iterator[Paused]:
         server = LocalServer(tmp / "data", extra_args=args).start()
     finally:
         del os.environ["TOOLKIT_ENGINE_PAUSE_FILE"]
+    with server.http() as http:  # the base loads on its first request, past that request's deadline at times
+        http.post("/v1/chat/completions", json={"messages": USER, "max_tokens": 1})
+        wait_until(
+            lambda: next(m for m in http.get("/v1/health").json()["models"] if m["name"] == BASE)["loaded"]
+        )
     try:
         yield Paused(server, pause_file)
     finally:

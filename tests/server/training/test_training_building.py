@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
-from toolkit.server.engine import model as model_module
 from toolkit.server.engine.model import RANDOM_NAME, builtin_spec, load_model
 from toolkit.server.training import lora
 from toolkit.types.training import LoRAConfig
@@ -25,14 +25,14 @@ def test_a_fresh_adapter_waits_for_a_model_built_without_initialisation(
     base = load_model(spec)  # the adapter's base, built before the race
     zeros, kaiming = torch.nn.init.zeros_, torch.nn.init.kaiming_uniform_
     inside, release = threading.Event(), threading.Event()
-    from_config = model_module.AutoModelForCausalLM.from_config
+    from_config = AutoModelForCausalLM.from_config
 
     def held_from_config(*args: Any, **kwargs: Any) -> Any:
         inside.set()  # within no_init_weights(): torch.nn.init's functions do nothing now
         assert release.wait(10)
         return from_config(*args, **kwargs)
 
-    monkeypatch.setattr(model_module.AutoModelForCausalLM, "from_config", held_from_config)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_config", held_from_config)
     loading = threading.Thread(target=load_model, args=(spec,))
     loading.start()
     assert inside.wait(10)

@@ -7,6 +7,11 @@ fresh adapter: A at random, B = 0) gets uninitialised memory instead, and a seco
 the patch saves the patched functions as the originals, leaving initialisation off for the whole
 process. The engine loads checkpoints while training jobs build their models and adapters in another
 thread, so every such build holds :data:`BUILDING`.
+
+The server imports ``transformers`` and ``peft`` when it first builds a model or an adapter (their
+model classes take seconds to import: start-up does without them), inside these builds, so the
+first import also happens in one thread at a time: a lazy import racing another thread's can find
+a module half initialised.
 """
 
 from __future__ import annotations

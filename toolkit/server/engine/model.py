@@ -5,9 +5,12 @@
 The built-in models are a Llama config small enough to train on 2 CPU cores, with a byte-level
 tokenizer: ``toolkit/tiny-chat-1m`` (the default) is pre-trained on the project's synthetic chat data by
 ``scripts/train_builtin_model.py`` and its weights ship with the package; ``toolkit/tiny-random-1m`` is
-the same architecture initialised from a fixed seed, identical on every machine. Either is written
-once to the data folder (and rewritten when the package ships other weights).
+the same architecture initialised from a fixed seed, whose weights ship too (identical on every
+machine). Either is written once to the data folder (and rewritten when the package ships other
+weights).
 A spec describes a base without loading it: weights are loaded on first use (:func:`load_model`).
+Only loading imports ``transformers`` (its model classes take seconds to import): a server starts,
+reads its bases' specs and sizes their KV caches without it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel
-from transformers.initialization import no_init_weights
 
 from .building import BUILDING
 from .device import Placement
@@ -34,10 +35,15 @@ from .kv_pool import KVShape
 from .sources import BaseModelError, BaseSource, resolve_folder
 from .tokenizer import CHATML_TEMPLATE, EOS, IM_END, PAD, SPECIAL_TOKENS, byte_tokenizer
 
+if TYPE_CHECKING:
+    from transformers import LlamaConfig, PreTrainedModel
+
 BUILTIN_NAME = "toolkit/tiny-chat-1m"
 RANDOM_NAME = "toolkit/tiny-random-1m"
 BUILTIN_NAMES = (BUILTIN_NAME, RANDOM_NAME)
 BUILTIN_WEIGHTS = Path(__file__).with_name("tiny-chat-1m.safetensors")  # the pre-trained weights
+RANDOM_WEIGHTS = Path(__file__).with_name("tiny-random-1m.safetensors")  # seed 0's initialisation
+SHIPPED_WEIGHTS = {BUILTIN_NAME: BUILTIN_WEIGHTS, RANDOM_NAME: RANDOM_WEIGHTS}
 WEIGHTS_FILE = "model.safetensors"
 WEIGHT_FILES = (
     WEIGHTS_FILE,
@@ -46,6 +52,21 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 MAX_MODEL_LEN = 1024
+BUILTIN_VOCAB = 256 + len(SPECIAL_TOKENS)  # the bytes, then the special tokens
+# the built-in models' LlamaConfig, as their config.json holds it (with "model_type": "llama")
+BUILTIN_CONFIG: dict[str, Any] = {
+    "vocab_size": BUILTIN_VOCAB,
+    "hidden_size": 128,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": MAX_MODEL_LEN,
+    "tie_word_embeddings": True,
+    "bos_token_id": None,
+    "eos_token_id": [257, 258],
+    "pad_token_id": 259,
+}
 GENERATION_KEYS = (
     "temperature",
     "top_p",
@@ -58,20 +79,10 @@ GENERATION_KEYS = (
 
 
 def tiny_config() -> LlamaConfig:
-    vocab = 256 + len(SPECIAL_TOKENS)
-    return LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=128,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=MAX_MODEL_LEN,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=[257, 258],
-        pad_token_id=259,
-    )
+    """The built-in models' architecture."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**BUILTIN_CONFIG)
 
 
 @dataclass
@@ -105,10 +116,8 @@ def ensure_builtin(data_dir: Path) -> BaseModelSpec:
 
 
 def _builtin_stamp(name: str) -> str:
-    """What the folder's weights were made from: the shipped file's digest, or the random seed."""
-    if name == RANDOM_NAME:
-        return "random-init seed 0"
-    return "sha256 " + hashlib.sha256(BUILTIN_WEIGHTS.read_bytes()).hexdigest()
+    """What the folder's weights were made from: the shipped file's digest."""
+    return "sha256 " + hashlib.sha256(SHIPPED_WEIGHTS[name].read_bytes()).hexdigest()
 
 
 def builtin_spec(data_dir: Path, name: str = BUILTIN_NAME) -> BaseModelSpec:
@@ -118,13 +127,8 @@ def builtin_spec(data_dir: Path, name: str = BUILTIN_NAME) -> BaseModelSpec:
     stamp_file = folder / "weights-source.txt"
     if not stamp_file.exists() or stamp_file.read_text() != stamp:
         tmp = Path(tempfile.mkdtemp(dir=data_dir, prefix=".base-"))
-        config = tiny_config()
-        config.save_pretrained(tmp)
-        if name == RANDOM_NAME:
-            torch.manual_seed(0)
-            save_weights(LlamaForCausalLM(config), tmp / WEIGHTS_FILE)
-        else:
-            shutil.copyfile(BUILTIN_WEIGHTS, tmp / WEIGHTS_FILE)
+        (tmp / "config.json").write_text(json.dumps({"model_type": "llama", **BUILTIN_CONFIG}, indent=2))
+        shutil.copyfile(SHIPPED_WEIGHTS[name], tmp / WEIGHTS_FILE)
         byte_tokenizer().save(str(tmp / "tokenizer.json"))
         (tmp / "chat_template.jinja").write_text(CHATML_TEMPLATE)
         (tmp / "weights-source.txt").write_text(stamp)
@@ -139,7 +143,7 @@ def builtin_spec(data_dir: Path, name: str = BUILTIN_NAME) -> BaseModelSpec:
         eos_token_ids=[ids[IM_END], ids[EOS]],
         pad_token_id=ids[PAD],
         max_model_len=MAX_MODEL_LEN,
-        vocab_size=tiny_config().vocab_size,
+        vocab_size=BUILTIN_VOCAB,
         source=name,
     )
 
@@ -256,12 +260,13 @@ def serve_hint(name: str) -> str:
 
 
 def kv_shape(spec: BaseModelSpec, dtype: torch.dtype) -> KVShape:
-    """What one position's keys and values of ``spec`` take in ``dtype``, read from its config."""
-    config = AutoConfig.from_pretrained(spec.folder)
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    return KVShape(config.num_hidden_layers, kv_heads, head_dim, dtype)
+    """What one position's keys and values of ``spec`` take in ``dtype``, read from its config.json
+    with Llama's defaults (checked against the model when it loads: :class:`~.weights.WeightsPool`)."""
+    config = json.loads((spec.folder / "config.json").read_text())
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    kv_heads = config.get("num_key_value_heads") or heads
+    return KVShape(config["num_hidden_layers"], kv_heads, head_dim, dtype)
 
 
 def load_model(
@@ -280,6 +285,8 @@ def load_model(
 
 def _built(spec: BaseModelSpec, weights: Path | None, dtype: torch.dtype) -> PreTrainedModel:
     """The model of ``spec`` (with ``weights``, a checkpoint's folder) in ``dtype``, on the CPU."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     if spec.weights.exists():
         state = load_file(spec.weights)
         if weights is not None:
@@ -297,6 +304,9 @@ def _with_state(config: Any, state: dict[str, torch.Tensor], dtype: torch.dtype)
     """The architecture of ``config`` holding ``state``. Built without its random initialisation
     when ``state`` holds every weight (tied ones aside), which makes loading a checkpoint several
     times faster (the engine loads each new one before serving it); else initialised, as before."""
+    from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
     with no_init_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()

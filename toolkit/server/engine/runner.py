@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from transformers import PreTrainedModel
 
 from .adapter_stack import AdapterStack, LoraRows, Target
 from .kv_pool import BLOCK, KVPool, KVShape, blocks_for
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 Attend = Callable[[int, Tensor, Tensor, Tensor], Tensor]
 """``(layer, q [R, heads, D], k, v [R, kv_heads, D])`` for the ``R`` positions of a forward: stores the

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from .device import Placement
 from .lora import LoraAdapter, checkpoint_kind
-from .model import BaseModelSpec, load_model
+from .model import BaseModelSpec, kv_shape, load_model
 from .request import Weights
 from .runner import Runner
+from .sources import BaseModelError
 
 LOADED_WEIGHTS = 3
 BASE = "base"
@@ -61,6 +62,12 @@ class WeightsPool:
             runner = Runner(
                 load_model(self.spec, placement=self.placement), self.spec.max_model_len, self.lora_bytes
             )
+            sized = kv_shape(self.spec, runner.dtype)  # the KV cache was sized from config.json alone
+            if runner.kv_shape != sized:
+                raise BaseModelError(
+                    f"base model {self.spec.name!r}: the loaded model keeps {runner.kv_shape} a token, "
+                    f"but its config.json reads as {sized}: give head_dim and num_key_value_heads there"
+                )
             self._runners[BASE] = runner
         return runner
 

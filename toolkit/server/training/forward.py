@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
-from transformers import PreTrainedModel
 
 from .sequences import Sample
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 LOGITS_BYTES = 32 * 2**20
 """Most bytes of float32 logits one chunk of the loss computes at once."""

@@ -2,8 +2,8 @@
 model, a checkpoint's adapter loaded back, and a checkpoint written as a standard peft folder
 (``adapter_config.json`` + ``adapter_model.safetensors``, exactly what ``save_pretrained`` writes).
 
-peft is imported when an adapter is first made or read, so a server that only fully fine-tunes
-never pays for it.
+peft (and transformers) are imported when an adapter is first made or read, so a server that only
+fully fine-tunes never pays for peft, and one that trains nothing for neither.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from ...seeding import derive_seed
 from ...types.training import LoRAConfig, ModelCreate
@@ -24,6 +23,7 @@ from ..engine.model import BUILTIN_NAMES
 
 if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel
+    from transformers import PreTrainedModel
 
 ADAPTER_SEED = 0  # without a job seed, a fresh adapter's A matrices are the same everywhere
 
@@ -67,9 +67,10 @@ def adaptable_modules(folder: Path) -> frozenset[str]:
     """Names of the linear layers of the model in ``folder`` that an adapter may target: every
     ``nn.Linear`` but the output head (vLLM refuses adapters on it). Built on the meta device, so
     no weight is read or allocated."""
-    config = AutoConfig.from_pretrained(folder)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+    with BUILDING, torch.device("meta"):
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
     head = model.get_output_embeddings()
     linears = (name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not head)
     return frozenset(linears)
@@ -92,19 +93,19 @@ def attach(
 ) -> PeftModel:
     """A fresh adapter on ``model`` (B = 0, so it computes exactly what the base does; A drawn from
     ``seed``), trainable. The base weights are frozen; ``model`` itself gains the LoRA layers."""
-    from peft import get_peft_model
-
     model.name_or_path = base_model  # else peft records the folder the weights were read from
     with BUILDING, torch.random.fork_rng(devices=[]):  # its A and B drawn, not left uninitialised
+        from peft import get_peft_model
+
         torch.manual_seed(seed)
         return get_peft_model(model, peft_config(settings, base_model))
 
 
 def load(model: PreTrainedModel, folder: Path, *, trainable: bool) -> PeftModel:
     """The adapter saved in ``folder``, on ``model``."""
-    from peft import PeftModel
-
     with BUILDING:
+        from peft import PeftModel
+
         return PeftModel.from_pretrained(model, folder, is_trainable=trainable)
 
 

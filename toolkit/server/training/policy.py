@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers import PreTrainedModel
 
 from ...types.training import JobKind, LoRAConfig
 from ..engine.device import Placement
@@ -24,6 +23,7 @@ from .sequences import ChatFormat
 
 if TYPE_CHECKING:
     from peft import PeftModel
+    from transformers import PreTrainedModel
 
 TRAINER_THREADS = torch_threads()
 BETAS: dict[JobKind, tuple[float, float]] = {"rl": (0.9, 0.99), "sft": (0.9, 0.95)}

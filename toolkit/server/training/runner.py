@@ -21,9 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-from transformers import PreTrainedModel
+from typing import TYPE_CHECKING, Any
 
 from ...types.job_warnings import NOTHING_TRAINED, STALE_GROUPS, group_versions, stale_groups
 from ...types.training import (
@@ -64,6 +62,9 @@ from .trainer import (
     run_sft,
     sft_batches,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger("toolkit.training")
 

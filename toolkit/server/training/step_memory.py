@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
-from transformers import PreTrainedModel
 
 from ..engine.resources import available_memory
 from .sequences import UntrainableError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ACTIVATION_BYTES = 5 << 29
 """Activations a minibatch may keep for its backward pass before its layers are recomputed: 2.5 GiB,

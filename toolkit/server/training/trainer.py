@@ -8,9 +8,9 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import PreTrainedModel
 
 from ...seeding import derive_seed
 from ...types.training import TrajectoryGroup
@@ -20,6 +20,9 @@ from .loss import LossInputs, policy_loss
 from .policy import Policy
 from .sequences import ChatFormat, Sample, UntrainableError, pack, rl_samples
 from .step_memory import step_memory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 GRAD_CLIP = 1.0
 
