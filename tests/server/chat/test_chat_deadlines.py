@@ -69,12 +69,12 @@ def paused_server(tmp: Path, *args: str) -> Iterator[Paused]:
         server = LocalServer(tmp / "data", extra_args=args).start()
     finally:
         del os.environ["TOOLKIT_ENGINE_PAUSE_FILE"]
-    with server.http() as http:  # the base loads on its first request, past that request's deadline at times
-        http.post("/v1/chat/completions", json={"messages": USER, "max_tokens": 1})
-        wait_until(
-            lambda: next(m for m in http.get("/v1/health").json()["models"] if m["name"] == BASE)["loaded"]
-        )
     try:
+        with server.http() as http:  # the base loads on its first request, past its deadline at times
+            http.post("/v1/chat/completions", json={"messages": USER, "max_tokens": 1})
+            wait_until(
+                lambda: any(m["loaded"] for m in http.get("/v1/health").json()["models"] if m["name"] == BASE)
+            )
         yield Paused(server, pause_file)
     finally:
         pause_file.unlink(missing_ok=True)
