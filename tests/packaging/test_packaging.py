@@ -91,6 +91,19 @@ def run(repo: Path, log: Path, *args: str) -> list[str]:
     return log.read_text().splitlines()
 
 
+def test_the_suite_does_not_run_when_the_real_model_cannot_be_fetched(tmp_path: Path) -> None:
+    """The fetch runs beside the linters: its failure still stops ``scripts/test`` before pytest."""
+    repo, log = fake_checkout(tmp_path)
+    (repo / ".venv" / "bin" / "toolkit").write_text(
+        f'#!/usr/bin/env bash\necho "toolkit $*" >> {log}\nexit 3\n'
+    )
+    with log.open("a") as said:
+        done = subprocess.run(["bash", "scripts/test"], cwd=repo, timeout=60, stderr=said)
+    calls = log.read_text().splitlines()
+    assert done.returncode == 3 and "toolkit fetch toolkit/smollm2-135m-instruct" in calls
+    assert "lint-imports --no-cache" in calls and not any("pytest" in call for call in calls)
+
+
 def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Path) -> None:
     repo, log = fake_checkout(tmp_path)
     assert run(repo, log, "scripts/lab", "--no-browser") == [
@@ -113,15 +126,19 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
     ]  # with arguments: only pytest, no ruff, mypy or import-linter first
     # installed already: no pip; the real model fetched once (a look at its stamp after that)
     assert run(repo, log, "scripts/lab") == ["toolkit fetch toolkit/smollm2-135m-instruct", "toolkit lab"]
-    assert run(repo, log, "scripts/test") == [
+    calls = run(repo, log, "scripts/test")
+    linters = [
         "ruff check toolkit tests bench conftest.py",
         "ruff format --check toolkit tests bench conftest.py",
         "mypy ",
         "lint-imports --no-cache",
-        "toolkit fetch toolkit/smollm2-135m-instruct",
+    ]
+    assert [c for c in calls if c in linters] == linters  # in this order; the fetch beside them
+    assert sorted(calls[:-1]) == sorted([*linters, "toolkit fetch toolkit/smollm2-135m-instruct"])
+    assert calls[-1] == (
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
-        "-n 2 --no-loadscope-reorder --durations=15",
-    ]  # the whole suite on two workers
+        "-n 2 --no-loadscope-reorder --durations=15"
+    )  # the whole suite on two workers, after them
     with (repo / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# changed\n")
     assert run(repo, log, "scripts/lab") == [
