@@ -53,6 +53,7 @@ WEIGHT_FILES = (
 )
 MAX_MODEL_LEN = 1024
 BUILTIN_VOCAB = 256 + len(SPECIAL_TOKENS)  # the bytes, then the special tokens
+_SPECIAL_IDS = {token: i for i, token in enumerate(SPECIAL_TOKENS, start=256)}
 # the built-in models' LlamaConfig, as their config.json holds it (with "model_type": "llama")
 BUILTIN_CONFIG: dict[str, Any] = {
     "vocab_size": BUILTIN_VOCAB,
@@ -64,8 +65,8 @@ BUILTIN_CONFIG: dict[str, Any] = {
     "max_position_embeddings": MAX_MODEL_LEN,
     "tie_word_embeddings": True,
     "bos_token_id": None,
-    "eos_token_id": [257, 258],
-    "pad_token_id": 259,
+    "eos_token_id": [_SPECIAL_IDS[IM_END], _SPECIAL_IDS[EOS]],
+    "pad_token_id": _SPECIAL_IDS[PAD],
 }
 GENERATION_KEYS = (
     "temperature",
@@ -135,13 +136,12 @@ def builtin_spec(data_dir: Path, name: str = BUILTIN_NAME) -> BaseModelSpec:
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
-    ids = {token: i for i, token in enumerate(SPECIAL_TOKENS, start=256)}
     return BaseModelSpec(
         name=name,
         folder=folder,
         chat_template=CHATML_TEMPLATE,
-        eos_token_ids=[ids[IM_END], ids[EOS]],
-        pad_token_id=ids[PAD],
+        eos_token_ids=list(BUILTIN_CONFIG["eos_token_id"]),
+        pad_token_id=BUILTIN_CONFIG["pad_token_id"],
         max_model_len=MAX_MODEL_LEN,
         vocab_size=BUILTIN_VOCAB,
         source=name,
