@@ -5,8 +5,8 @@ read back; the mix waits meanwhile and goes on."""
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
+from collections.abc import Callable
 
 import httpx
 from soak_checks import integrity, read_back
@@ -23,24 +23,33 @@ class Killer:
 
     def run(self, kills: int) -> None:
         mix = self.mix
-        moments: list[tuple[str, threading.Event]] = [
-            ("rollouts", mix.in_rollouts),
-            ("job", mix.job_running),
-            ("adapter load", mix.new_adapter),
-            ("trace ingest", mix.ingesting),
+        moments: list[tuple[str, Callable[[], bool]]] = [
+            ("rollouts", lambda: mix.in_rollouts.wait(120)),
+            ("job", self.job_held),
+            ("adapter load", lambda: mix.new_adapter.wait(120)),
+            ("trace ingest", lambda: mix.ingesting.wait(120)),
         ]
         share = mix.size.seconds / (kills + 1)
         for i in range(kills):
             if mix.stop.is_set():
                 return
             time.sleep(mix.rng.uniform(0.2, 1.0) * min(share, self.kill_every))
-            what, moment = moments[i % len(moments)]
-            if what == "job":  # held before its commit, a job seen running is still running at the kill
-                mix.server.hold.touch()
-                mix.job_running.clear()  # seen running before the hold, a job could end before the kill
-            if not moment.wait(120):
+            what, arrived = moments[i % len(moments)]
+            if not arrived():
                 what = "rollouts (waited 120 s for the moment)"
             self.kill_and_check(i + 1, what)
+
+    def job_held(self) -> bool:
+        """Hold the next job before its commit and wait (120 s at most) until the server says one
+        waits there: killed then, the job is running for sure."""
+        server = self.mix.server
+        server.hold.touch()
+        deadline = time.monotonic() + 120
+        while not server.held.exists():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def kill_and_check(self, n: int, what: str) -> None:
         mix, server = self.mix, self.mix.server
@@ -52,6 +61,7 @@ class Killer:
         self.answered_at_kill = len(mix.stats.latencies)
         server.kill()
         server.hold.unlink(missing_ok=True)
+        server.held.unlink(missing_ok=True)  # the dead server's, had a job been waiting
         problems = [
             f"{db}: {r}"
             for db in ("toolkit.db", "traces.db")
@@ -72,3 +82,4 @@ class Killer:
         self.reports.append(report)
         self.failures += problems
         mix.kills_done += 1
+

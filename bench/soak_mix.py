@@ -85,7 +85,6 @@ class Mix:
         self.latest: dict[str, int] = {}  # model id -> latest checkpoint step the soak knows
         self.groups: dict[str, list[TrajectoryGroup]] = {}  # model id -> groups of its latest round
         self.running_job: str | None = None
-        self.job_running = threading.Event()
         self.new_adapter = threading.Event()  # set as the first request to a new checkpoint goes out
         self.ingesting = threading.Event()
         self.in_rollouts = threading.Event()
@@ -295,12 +294,9 @@ class Mix:
             except httpx.HTTPError:
                 time.sleep(0.5)
                 continue
-            if job["status"] == "running":
-                self.job_running.set()
             if job["status"] in DONE:
                 break
             time.sleep(0.2)
-        self.job_running.clear()
         self.running_job = None
         with self.lock:
             self.stats.jobs[job["status"]] = self.stats.jobs.get(job["status"], 0) + 1

@@ -28,6 +28,7 @@ class Server:
         self.data_dir, self.port, self.args = data_dir, port, args
         self.url = f"http://127.0.0.1:{port}"
         self.hold = data_dir / "hold-checkpoint"  # while it exists, a job waits before its commit
+        self.held = data_dir / "hold-checkpoint.held"  # the server's: a job waits there now
         self.proc: subprocess.Popen[bytes] | None = None
         self.key = ""
 

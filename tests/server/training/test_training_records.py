@@ -183,7 +183,7 @@ def test_a_kill_between_the_files_and_their_commit_leaves_no_checkpoint_without_
             pause.touch()
             held = client.sft_training_jobs.create_from_data(model_id=model.id, data=data)
             published = server.data_dir / "checkpoints" / model.id / "step2"
-            wait_until(published.is_dir)
+            wait_until((tmp_path / "hold.held").exists)  # the server's sign that the job waits
         server.kill()
         assert published.is_dir()  # the files were there when the server died
         pause.unlink()

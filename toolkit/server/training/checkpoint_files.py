@@ -134,10 +134,18 @@ class CheckpointFolders:
 
 def hold_after_publish() -> None:
     """Test-only: while the file ``$TOOLKIT_CHECKPOINT_PAUSE_FILE`` exists, wait here, between
-    publishing a checkpoint's files and committing its row (where a crash made on purpose lands)."""
+    publishing a checkpoint's files and committing its row (where a crash made on purpose lands);
+    ``<that file>.held`` exists while a job waits, so a test knows when to crash."""
     pause = os.environ.get("TOOLKIT_CHECKPOINT_PAUSE_FILE")
-    while pause and os.path.exists(pause):
-        time.sleep(0.05)
+    if not pause or not os.path.exists(pause):
+        return
+    held = Path(pause + ".held")
+    held.touch()
+    try:
+        while os.path.exists(pause):
+            time.sleep(0.05)
+    finally:
+        held.unlink(missing_ok=True)
 
 
 def manifest(folder: Path) -> list[CheckpointFile]:
