@@ -82,4 +82,3 @@ class Killer:
         self.reports.append(report)
         self.failures += problems
         mix.kills_done += 1
-
