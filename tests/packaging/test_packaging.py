@@ -54,7 +54,7 @@ def test_wheel_has_an_spdx_license_and_no_deprecation(tmp_path: Path) -> None:
 
 def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     """The scripts and pyproject.toml in a folder whose ``.venv/bin`` holds stand-ins that log their
-    calls: ``python`` (pip and pytest logged, anything else run by the real interpreter), ``toolkit``,
+    calls: ``python`` (pip, pytest and compileall logged, anything else run by the real interpreter), ``toolkit``,
     ``ruff``, ``mypy``, ``lint-imports`` and ``chromium``; and Weave's ``.venv-weave``, as built."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
@@ -72,7 +72,7 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     bin_dir.mkdir(parents=True)
     python = (
         "#!/usr/bin/env bash\n"
-        f'case "$1 $2" in "-m pip" | "-m pytest") echo "python $*" >> {log}; exit 0 ;; esac\n'
+        f'case "$1 $2" in "-m pip" | "-m pytest" | "-m compileall") echo "python $*" >> {log}; exit 0 ;; esac\n'
         f'exec {sys.executable} "$@"\n'
     )
     (bin_dir / "python").write_text(python)
@@ -134,7 +134,8 @@ def test_lab_installs_what_a_user_needs_and_test_adds_the_dev_tools(tmp_path: Pa
         "lint-imports --no-cache",
     ]
     assert [c for c in calls if c in linters] == linters  # in this order; the fetch beside them
-    assert sorted(calls[:-1]) == sorted([*linters, "toolkit fetch toolkit/smollm2-135m-instruct"])
+    byte_code = "python -m compileall -q toolkit tests bench conftest.py"  # once, for every process
+    assert sorted(calls[:-1]) == sorted([byte_code, *linters, "toolkit fetch toolkit/smollm2-135m-instruct"])
     assert calls[-1] == (
         "python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
         "-n 2 --no-loadscope-reorder --durations=15"
