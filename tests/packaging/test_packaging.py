@@ -54,8 +54,9 @@ def test_wheel_has_an_spdx_license_and_no_deprecation(tmp_path: Path) -> None:
 
 def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     """The scripts and pyproject.toml in a folder whose ``.venv/bin`` holds stand-ins that log their
-    calls: ``python`` (pip, pytest and compileall logged, anything else run by the real interpreter), ``toolkit``,
-    ``ruff``, ``mypy``, ``lint-imports`` and ``chromium``; and Weave's ``.venv-weave``, as built."""
+    calls: ``python`` (pip, pytest and compileall logged, anything else run by the real interpreter),
+    ``toolkit``, ``ruff``, ``mypy``, ``lint-imports`` and ``chromium``; and Weave's ``.venv-weave``,
+    as built."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
@@ -72,7 +73,9 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     bin_dir.mkdir(parents=True)
     python = (
         "#!/usr/bin/env bash\n"
-        f'case "$1 $2" in "-m pip" | "-m pytest" | "-m compileall") echo "python $*" >> {log}; exit 0 ;; esac\n'
+        'case "$1 $2" in "-m pip" | "-m pytest" | "-m compileall")\n'
+        f'  echo "python $*" >> {log}; exit 0 ;;\n'
+        "esac\n"
         f'exec {sys.executable} "$@"\n'
     )
     (bin_dir / "python").write_text(python)
