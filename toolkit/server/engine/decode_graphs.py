@@ -195,7 +195,9 @@ class DecodeGraphs:
         rows = fixed.inputs.shape[0]
         out = self._outputs.get(rows)
         if out is None:  # one output per batch size, outside the graphs' pool: [B, V] each
-            out = self._outputs[rows] = torch.empty(rows, self.runner.vocab_size, device=self.runner.device)
+            out = self._outputs[rows] = torch.empty(
+                rows, self.runner.vocab_size, device=self.runner.device, dtype=torch.float32
+            )
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._mempool, capture_error_mode="thread_local"):
             out.copy_(self._run(fixed))

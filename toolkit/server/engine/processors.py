@@ -56,5 +56,5 @@ def build(
     KeyError if unknown; TypeError, ValueError or IndexError on bad arguments.
     """
     processor = REGISTRY[name](*(args or []), **(kwargs or {}))
-    processor([], torch.zeros(vocab_size))
+    processor([], torch.zeros(vocab_size, dtype=torch.float32))
     return processor

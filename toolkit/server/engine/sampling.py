@@ -139,7 +139,7 @@ def _filter(logits: Tensor, params: Sequence[SamplingParams]) -> Tensor:
     """min_p, then top-k, then top-p, each row with its own setting (0 / 1.0 = off)."""
     device = logits.device
     if any(p.min_p > 0 for p in params):
-        min_p = torch.tensor([p.min_p for p in params], device=device)
+        min_p = torch.tensor([p.min_p for p in params], device=device, dtype=torch.float32)
         probs = logits.softmax(-1)
         threshold = probs.max(-1, keepdim=True).values * min_p[:, None]
         logits = logits.masked_fill(probs < threshold, -float("inf"))
@@ -154,7 +154,7 @@ def _filter(logits: Tensor, params: Sequence[SamplingParams]) -> Tensor:
         kth = ordered.gather(-1, (vocab - k)[:, None].long())
         ordered = ordered.masked_fill(ordered < kth, -float("inf"))
     if use_p:
-        top_p = torch.tensor([p.top_p for p in params], device=device)
+        top_p = torch.tensor([p.top_p for p in params], device=device, dtype=torch.float32)
         cum = ordered.softmax(-1).cumsum(-1)
         drop = cum <= (1 - top_p)[:, None]
         drop[:, -1] = False
@@ -175,7 +175,7 @@ def race_noise(
     generator of their own are drawn in its threads (each row's numbers depend on its generator
     only, so they are the same), the others in order in this thread (they share ``fallback``).
     ``pin_memory``: in page-locked memory, for a copy to a CUDA device that does not wait."""
-    noise = torch.empty(shape, pin_memory=pin_memory)
+    noise = torch.empty(shape, dtype=torch.float32, pin_memory=pin_memory)
     own = [i for i, r in enumerate(rows) if sampled[i] and r.generator is not None]
     shared = [i for i, r in enumerate(rows) if sampled[i] and r.generator is None]
     if pool is not None and len(own) > 1:
@@ -203,7 +203,7 @@ class DeviceRandom:
 
     def noise(self, shape: torch.Size, rows: Sequence[RowState], sampled: Sequence[bool]) -> Tensor:
         """``[B, V]`` exponential draws on the device where ``sampled[i]``; other rows left unset."""
-        noise = torch.empty(shape, device=self.device)
+        noise = torch.empty(shape, device=self.device, dtype=torch.float32)
         shared = []
         for i, row in enumerate(rows):
             if not sampled[i]:
@@ -218,7 +218,7 @@ class DeviceRandom:
             noise[i].exponential_(generator=generator)
         if shared:
             index = torch.tensor(shared, device=self.device)
-            draws = torch.empty((len(shared), shape[-1]), device=self.device)
+            draws = torch.empty((len(shared), shape[-1]), device=self.device, dtype=torch.float32)
             noise[index] = draws.exponential_(generator=self._shared)
         return noise
 
@@ -249,7 +249,7 @@ def sample(
     sampled = [not r.params.greedy for r in rows]
     tokens = logits.argmax(-1)
     if any(sampled):
-        temps = torch.tensor([r.params.temperature for r in rows], device=device)
+        temps = torch.tensor([r.params.temperature for r in rows], device=device, dtype=torch.float32)
         greedy = torch.tensor([not s for s in sampled], device=device)
         scaled = logits / torch.where(greedy, torch.ones_like(temps), temps.clamp(min=0.01))[:, None]
         probs = _filter(scaled, [r.params for r in rows]).softmax(-1)

@@ -113,17 +113,17 @@ def make_batch(
     size = (len(samples), length)
     tokens = torch.full(size, pad_id, dtype=torch.long)
     attention = torch.zeros(size, dtype=torch.long)
-    mask = torch.zeros(size)
-    logprobs = torch.full(size, float("nan"))
-    advantages = torch.zeros(size)
-    weights = torch.zeros(size)
+    mask = torch.zeros(size, dtype=torch.float32)
+    logprobs = torch.full(size, float("nan"), dtype=torch.float32)
+    advantages = torch.zeros(size, dtype=torch.float32)
+    weights = torch.zeros(size, dtype=torch.float32)
     for i, s in enumerate(samples):
         n = len(s.tokens)
         tokens[i, :n] = torch.tensor(s.tokens)
         attention[i, :n] = 1
         mask[i, :n] = torch.tensor(s.mask, dtype=torch.float)
         if s.logprobs:
-            logprobs[i, :n] = torch.tensor(s.logprobs)
+            logprobs[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
         advantages[i, :n] = s.advantage
         weights[i, :n] = s.weight
     mask[:, 0] = 0
@@ -166,7 +166,7 @@ def token_logprobs(
         logp, entropy = checkpoint(_chunk, *chunk, use_reentrant=False) if recompute else _chunk(*chunk)
         logps.append(logp)
         entropies.append(entropy)
-    zeros = torch.zeros(batch.tokens.shape, device=batch.tokens.device)
+    zeros = torch.zeros(batch.tokens.shape, device=batch.tokens.device, dtype=torch.float32)
 
     def placed(values: list[torch.Tensor]) -> torch.Tensor:
         if not values:
