@@ -217,6 +217,8 @@ def test_codec_token_bytes_cover_the_byte_vocabulary(spec) -> None:  # type: ign
     assert sorted(codec.token_bytes) == [bytes([b]) for b in range(256)]
 
 
+# no autograd graph over the prompt's logits (torch warns when a value that requires grad is read)
+@pytest.mark.filterwarnings("error::UserWarning")
 def test_prompt_logprobs_in_chunks_of_positions_are_those_of_the_whole_prompt(
     spec, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]

@@ -100,6 +100,7 @@ def finish(seq: Sequence, codec: Codec) -> None:
     )
 
 
+@torch.no_grad()
 def prompt_logprobs(
     logits: Callable[[Tensor], Tensor], hidden: Tensor, prompt: list[int], k: int
 ) -> list[PromptLogprob]:
