@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import torch
+from test_engine_units import Row
 
 from toolkit.server.engine.sampling import DeviceRandom, SamplingParams, StepResult, race_noise, sample
 from toolkit.server.training.forward import Batch, make_batch
@@ -18,18 +19,6 @@ from toolkit.server.training.sequences import Sample
 V = 260
 ROWS = 32
 T = TypeVar("T")
-
-
-class Row:
-    """A minimal :class:`~toolkit.server.engine.sampling.RowState`, seeded."""
-
-    def __init__(self, params: SamplingParams) -> None:
-        self.params = params
-        self.generator: torch.Generator | None = torch.Generator().manual_seed(params.seed or 0)
-        self.prompt_ids = [1, 2, 3]
-        self.output_ids: list[int] = []
-        self.stop_ids = frozenset({257})
-        self.grammar_mask: torch.Tensor | None = None
 
 
 def under(dtype: torch.dtype, make: Callable[[], T]) -> T:
@@ -44,7 +33,10 @@ def under(dtype: torch.dtype, make: Callable[[], T]) -> T:
 
 def rows(**settings: float) -> list[Row]:
     """One row per seed, sampled at temperature 1 with ``settings``."""
-    return [Row(SamplingParams(max_tokens=4, seed=seed, logprobs=1, **settings)) for seed in range(ROWS)]  # type: ignore[arg-type]
+    return [
+        Row(SamplingParams(max_tokens=4, seed=seed, logprobs=1, **settings), seed=seed)  # type: ignore[arg-type]
+        for seed in range(ROWS)
+    ]
 
 
 def test_the_race_noise_is_float32_and_the_same_under_a_bfloat16_default() -> None:
