@@ -4,8 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-PY="${PYTHON:-python3.11}"
-command -v "$PY" >/dev/null 2>&1 || PY=python3
+source scripts/_python.sh
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

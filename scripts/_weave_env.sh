@@ -3,8 +3,7 @@
 # against (its smoke run in the suite runs both sides), from bench/weave-requirements.txt;
 # re-installs only when that file changes. A failed install is said and leaves no venv: the other
 # tests run, and the bench_traces smoke test fails.
-PY="${PYTHON:-python3.11}"
-command -v "$PY" >/dev/null 2>&1 || PY=python3
+source scripts/_python.sh
 WEAVE_REQUIREMENTS=bench/weave-requirements.txt
 WEAVE_STAMP=.venv-weave/.requirements-installed
 WEAVE_HASH="$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$WEAVE_REQUIREMENTS")"
