@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
-import time
-from contextlib import suppress
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +25,6 @@ import pytest
 
 import toolkit as tk
 from support.notebook_support import SEEDED, check_second_run, run_notebook
-
-
-def stop_servers(folder: Path) -> None:
-    """SIGTERM every server a notebook started in ``folder``; wait until each has gone."""
-    for announced in folder.rglob("server.json"):
-        with suppress(FileNotFoundError, ValueError, KeyError, ProcessLookupError):
-            pid = int(json.loads(announced.read_text())["pid"])
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(300):
-                os.kill(pid, 0)  # ProcessLookupError once it has exited
-                time.sleep(0.1)
 
 
 def fingerprint(folder: Path) -> dict[str, Any]:
@@ -81,7 +67,11 @@ def fingerprint(folder: Path) -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SEEDED, ids=lambda p: p.stem)
 def test_a_seeded_notebook_repeats_in_a_fresh_data_folder_and_again_in_it(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_python: Path
+    path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    user_python: Path,
+    stop_servers: Callable[[Path], None],
 ) -> None:
     monkeypatch.setenv("TOOLKIT_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("TOOLKIT_TORCH_THREADS", "1")
